@@ -1,0 +1,140 @@
+"""Chunk plans: what one chunk needs to aggregate its rows, as plain data.
+
+A chunk is one part of a partition (DESIGN.md 2). After :func:`reorder` the rows of
+chunk ``k`` are the contiguous range ``[row_start, row_end)`` of ``global_nid``. Its
+*halo* is the set of sources of its in-edges that lie outside it. The chunk's local
+id space (``local_nid``) is ``[own rows | halo rows]``:
+
+* ``local_nid < num_own``: own row ``row_start + local_nid``;
+* ``local_nid >= num_own``: halo row ``halo_global_nid[local_nid - num_own]``.
+
+The local CSR maps each own row to its in-neighbours in that local space, so that a
+layer computes its own rows from the stacked tensor ``cat([h_own, h_halo])`` with one
+sparse-dense product. The whole graph is the one-chunk plan (no halo).
+
+Plans are frozen and hold CPU tensors only; device-side operators (sparse matrices,
+their transposes, normalisation weights) are built from them once by
+:mod:`gnnpipe.kernels`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnpipe.data.graph import Graph
+
+__all__ = ["ChunkPlan", "build_chunk_plans", "whole_graph_plan", "halo_send_lists"]
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkPlan:
+    """One chunk's rows, halo and local CSR.
+
+    Shapes:
+        halo_global_nid: int64 [H] (sorted ascending); halo_chunk: int64 [H];
+        indptr: int64 [num_own + 1]; indices: int64 [nnz] (local_nid);
+        in_degree: int64 [num_own + H] (global in-degree of every local vertex, as
+        the normalisations of DESIGN.md 3 need it).
+    """
+
+    chunk_idx: int
+    num_chunks: int
+    row_start: int
+    row_end: int
+    halo_global_nid: torch.Tensor
+    halo_chunk: torch.Tensor
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    in_degree: torch.Tensor
+
+    @property
+    def num_own(self) -> int:
+        return self.row_end - self.row_start
+
+    @property
+    def num_halo(self) -> int:
+        return int(self.halo_global_nid.numel())
+
+    @property
+    def num_local(self) -> int:
+        return self.num_own + self.num_halo
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.indices.numel())
+
+    @property
+    def own_global_nid(self) -> torch.Tensor:
+        """int64 [num_own]."""
+        return torch.arange(self.row_start, self.row_end, dtype=torch.int64)
+
+    @property
+    def local_global_nid(self) -> torch.Tensor:
+        """int64 [num_local]: global_nid of every local_nid."""
+        return torch.cat([self.own_global_nid, self.halo_global_nid])
+
+    def dst_local(self) -> torch.Tensor:
+        """int64 [nnz]: the own-row local_nid (destination) of every local edge."""
+        return torch.repeat_interleave(
+            torch.arange(self.num_own, dtype=torch.int64), self.indptr[1:] - self.indptr[:-1]
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"ChunkPlan(chunk {self.chunk_idx}/{self.num_chunks}, rows [{self.row_start}, "
+            f"{self.row_end}), halo {self.num_halo}, edges {self.num_edges})"
+        )
+
+
+def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, ...]:
+    """One :class:`ChunkPlan` per chunk of a graph whose chunks are contiguous.
+
+    ``graph`` must already be reordered so that chunk ``k`` is the rows
+    ``[offsets[k], offsets[k+1])`` (see :func:`gnnpipe.partition.reorder`).
+
+    Shapes: offsets int64 [num_chunks + 1], offsets[0] = 0, offsets[-1] = N.
+    """
+    offsets = torch.as_tensor(offsets, dtype=torch.int64)
+    num_chunks = int(offsets.numel() - 1)
+    degree = graph.in_degree
+    plans = []
+    for k in range(num_chunks):
+        a, b = int(offsets[k]), int(offsets[k + 1])
+        e0, e1 = int(graph.indptr[a]), int(graph.indptr[b])
+        indptr = graph.indptr[a : b + 1] - e0
+        src = graph.indices[e0:e1]
+        own = (src >= a) & (src < b)
+        halo = torch.unique(src[~own])  # sorted
+        local = torch.empty_like(src)
+        local[own] = src[own] - a
+        local[~own] = (b - a) + torch.searchsorted(halo, src[~own])
+        halo_chunk = torch.searchsorted(offsets, halo, right=True) - 1
+        in_degree = torch.cat([degree[a:b], degree[halo]])
+        plans.append(
+            ChunkPlan(
+                chunk_idx=k, num_chunks=num_chunks, row_start=a, row_end=b,
+                halo_global_nid=halo, halo_chunk=halo_chunk,
+                indptr=indptr.contiguous(), indices=local.contiguous(), in_degree=in_degree,
+            )
+        )
+    return tuple(plans)
+
+
+def whole_graph_plan(graph: Graph) -> ChunkPlan:
+    """The one-chunk plan of the whole graph: no halo, local_nid == global_nid."""
+    return build_chunk_plans(graph, torch.tensor([0, graph.num_nodes]))[0]
+
+
+def halo_send_lists(plans: tuple[ChunkPlan, ...]) -> list[list[torch.Tensor]]:
+    """``send[p][q]``: the global_nid rows that chunk ``p`` owns and chunk ``q`` reads
+    as halo, sorted, in the order of ``plans[q].halo_global_nid`` (so that the rows
+    that ``p`` sends are exactly the slice of q's halo that p owns)."""
+    num_chunks = len(plans)
+    send: list[list[torch.Tensor]] = [[torch.empty(0, dtype=torch.int64)] * num_chunks for _ in range(num_chunks)]
+    for q, plan in enumerate(plans):
+        for p in range(num_chunks):
+            if p != q:
+                send[p][q] = plan.halo_global_nid[plan.halo_chunk == p]
+    return send
