@@ -1,0 +1,238 @@
+"""CSR operators for the native torch backend, and their autograd functions.
+
+A chunk's aggregation is ``y = A x`` with ``A`` the sparse [num_own, num_local]
+matrix of its local CSR, whose values carry the weighting (1 for ``sum``, ``1/d_v``
+for ``mean``, the symmetric normalisation plus the self-loop for ``gcn``). The
+backward of ``y = A x`` w.r.t. ``x`` is ``A^T grad_y``, a second CSR product. Both
+``A`` and ``A^T`` are built once per (plan, weighting) by :func:`build_structure` and
+:func:`fixed_operator`; the autograd functions here only multiply.
+
+Duplicate edges are merged ("coalesced") at build time: the structure has one entry
+per distinct (dst, src) pair and ``slot[e]`` maps a plan edge to its entry. Fixed
+weightings sum the values of merged edges; ``weighted`` sums the edge weights of
+merged edges with a differentiable ``index_add`` before the product.
+
+Everything here is device-agnostic: ``torch.sparse_csr_tensor`` products run on CPU
+(MKL or native) and CUDA (cuSPARSE).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["CsrStructure", "CsrOperator", "build_structure", "fixed_operator", "csr_mm", "csr_weighted_mm"]
+
+# grad_w[k] = <grad_y[dst k], x[src k]> materialises [block, d] products; bound the
+# temporary at about this many elements so large chunks do not double their memory.
+_EDGE_BLOCK_ELEMS = 1 << 24
+
+
+def make_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """A sparse CSR tensor without invariant checks (the structure is built here and
+    is valid by construction) and without the "beta" warning on every construction.
+
+    Shapes: crow [rows + 1]; col [nnz]; values [nnz] -> sparse [rows, cols].
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
+        warnings.filterwarnings("ignore", message=".*[Ss]parse invariant checks.*")
+        return torch.sparse_csr_tensor(crow, col, values, size=size, check_invariants=False)
+
+
+@dataclass(frozen=True, eq=False)
+class CsrStructure:
+    """The coalesced sparsity pattern of a chunk (or of a chunk plus self-loops) and
+    of its transpose, on the target device.
+
+    ``perm`` maps a transposed entry to its entry in the forward CSR, so the values
+    of ``A^T`` are ``values[perm]``.
+
+    Shapes: crow [num_rows + 1]; col [nnz] (local_nid); row [nnz] (own local_nid of
+    every entry); t_crow [num_cols + 1]; t_col [nnz] (own local_nid); perm [nnz];
+    When the plan's edges are distinct but not in CSR order, ``gather`` [nnz] lists
+    the plan edge of every entry; when duplicates were merged, ``slot``
+    [num_plan_edges] is the entry of every plan edge. Both are None when the plan's
+    edges already are the structure's entries in order.
+    """
+
+    num_rows: int
+    num_cols: int
+    crow: torch.Tensor
+    col: torch.Tensor
+    row: torch.Tensor
+    t_crow: torch.Tensor
+    t_col: torch.Tensor
+    perm: torch.Tensor
+    slot: torch.Tensor | None
+    gather: torch.Tensor | None
+
+    @property
+    def nnz(self) -> int:
+        return int(self.col.numel())
+
+    @property
+    def empty(self) -> bool:
+        return self.nnz == 0 or self.num_rows == 0 or self.num_cols == 0
+
+
+@dataclass(frozen=True, eq=False)
+class CsrOperator:
+    """A fixed-valued operator ``A`` [num_own, num_local] and its transpose."""
+
+    structure: CsrStructure
+    forward_csr: torch.Tensor | None
+    transpose_csr: torch.Tensor | None
+
+
+def build_structure(
+    dst: torch.Tensor, src: torch.Tensor, values: torch.Tensor, num_rows: int, num_cols: int,
+    device: torch.device, dtype: torch.dtype,
+) -> tuple[CsrStructure, torch.Tensor]:
+    """Coalesce the edges ``src -> dst`` (summing ``values`` of duplicates) into a CSR
+    and its transpose; return the structure and the merged values (on ``device``).
+
+    Built on the CPU (once per plan), then moved.
+
+    Shapes: dst, src int64 [E]; values float [E] -> merged values [nnz <= E].
+    """
+    key = dst * num_cols + src
+    uniq, inverse = torch.unique(key, sorted=True, return_inverse=True)
+    nnz = int(uniq.numel())
+    merged = torch.zeros(nnz, dtype=torch.float64).index_add_(0, inverse, values.to(torch.float64))
+    row = torch.div(uniq, num_cols, rounding_mode="floor") if num_cols else uniq
+    col = uniq - row * num_cols
+    crow = torch.zeros(num_rows + 1, dtype=torch.int64)
+    crow[1:] = torch.cumsum(torch.bincount(row, minlength=num_rows), 0)
+    # The transpose orders the entries by (col, row); a stable sort of col keeps rows
+    # ascending inside each column because the forward order is (row, col).
+    perm = torch.sort(col, stable=True).indices
+    t_crow = torch.zeros(num_cols + 1, dtype=torch.int64)
+    t_crow[1:] = torch.cumsum(torch.bincount(col, minlength=num_cols), 0)
+    t_col = row[perm]
+    has_duplicates = nnz != int(key.numel())
+    in_order = not has_duplicates and bool(torch.equal(inverse, torch.arange(nnz)))
+    gather = None
+    if not has_duplicates and not in_order:
+        gather = torch.empty_like(inverse)
+        gather[inverse] = torch.arange(nnz)
+    to = dict(device=device)
+    structure = CsrStructure(
+        num_rows=num_rows, num_cols=num_cols,
+        crow=crow.to(**to), col=col.to(**to), row=row.to(**to),
+        t_crow=t_crow.to(**to), t_col=t_col.to(**to), perm=perm.to(**to),
+        slot=inverse.to(**to) if has_duplicates else None,
+        gather=gather.to(**to) if gather is not None else None,
+    )
+    return structure, merged.to(device=device, dtype=dtype)
+
+
+def fixed_operator(structure: CsrStructure, values: torch.Tensor) -> CsrOperator:
+    """``A`` with the given (merged) values and ``A^T`` with the same values permuted.
+
+    Shapes: values [nnz].
+    """
+    if structure.empty:
+        return CsrOperator(structure, None, None)
+    s = structure
+    forward_csr = make_csr(s.crow, s.col, values, (s.num_rows, s.num_cols))
+    transpose_csr = make_csr(s.t_crow, s.t_col, values[s.perm].contiguous(), (s.num_cols, s.num_rows))
+    return CsrOperator(structure, forward_csr, transpose_csr)
+
+
+def _zeros_out(structure: CsrStructure, x: torch.Tensor) -> torch.Tensor:
+    return x.new_zeros((structure.num_rows, x.shape[1]))
+
+
+class _CsrMM(torch.autograd.Function):
+    """``y = A x`` with ``A`` fixed; backward ``grad_x = A^T grad_y`` (built once)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, op: CsrOperator) -> torch.Tensor:  # type: ignore[override]
+        ctx.op = op
+        if op.forward_csr is None:
+            return _zeros_out(op.structure, x)
+        return op.forward_csr @ x
+
+    @staticmethod
+    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, None]:  # type: ignore[override]
+        op: CsrOperator = ctx.op
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        if op.transpose_csr is None:
+            return grad_y.new_zeros((op.structure.num_cols, grad_y.shape[1])), None
+        return op.transpose_csr @ grad_y.contiguous(), None
+
+
+def csr_mm(op: CsrOperator, x: torch.Tensor) -> torch.Tensor:
+    """Differentiable ``A x`` for a fixed operator.
+
+    Shapes: x [num_local, d] -> [num_own, d].
+    """
+    return _CsrMM.apply(x.contiguous(), op)
+
+
+def edge_dot(grad_y: torch.Tensor, x: torch.Tensor, row: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """``out[k] = <grad_y[row k], x[col k]>`` in blocks of edges (bounded temporaries).
+
+    Shapes: grad_y [R, d]; x [C, d]; row, col [nnz] -> [nnz].
+    """
+    nnz, d = int(row.numel()), int(x.shape[1])
+    out = x.new_empty(nnz)
+    block = max(1, _EDGE_BLOCK_ELEMS // max(d, 1))
+    for start in range(0, nnz, block):
+        stop = min(nnz, start + block)
+        out[start:stop] = (grad_y[row[start:stop]] * x[col[start:stop]]).sum(dim=1)
+    return out
+
+
+class _CsrWeightedMM(torch.autograd.Function):
+    """``y = A(w) x`` with per-entry values ``w`` (merged edge weights).
+
+    Backward: ``grad_x = A(w)^T grad_y`` (the transposed structure is fixed; only its
+    values ``w[perm]`` are gathered per call) and ``grad_w[k] = <grad_y[row k], x[col k]>``.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, values: torch.Tensor, structure: CsrStructure) -> torch.Tensor:  # type: ignore[override]
+        ctx.structure = structure
+        ctx.save_for_backward(x, values)
+        if structure.empty:
+            return _zeros_out(structure, x)
+        s = structure
+        return make_csr(s.crow, s.col, values, (s.num_rows, s.num_cols)) @ x
+
+    @staticmethod
+    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:  # type: ignore[override]
+        s: CsrStructure = ctx.structure
+        x, values = ctx.saved_tensors
+        grad_y = grad_y.contiguous()
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[0]:
+            if s.empty:
+                grad_x = torch.zeros_like(x)
+            else:
+                t = make_csr(s.t_crow, s.t_col, values[s.perm].contiguous(), (s.num_cols, s.num_rows))
+                grad_x = t @ grad_y
+        if ctx.needs_input_grad[1]:
+            grad_w = edge_dot(grad_y, x, s.row, s.col) if s.nnz else torch.zeros_like(values)
+        return grad_x, grad_w, None
+
+
+def csr_weighted_mm(structure: CsrStructure, edge_weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Differentiable ``A(w) x`` where ``edge_weight`` is given per *plan* edge; merged
+    duplicates add their weights (differentiably) before the product.
+
+    Shapes: edge_weight [num_plan_edges]; x [num_local, d] -> [num_own, d].
+    """
+    if structure.slot is not None:
+        values = edge_weight.new_zeros(structure.nnz).index_add(0, structure.slot, edge_weight)
+    elif structure.gather is not None:
+        # A gather (not an index_add) when no edges merge: deterministic on every device.
+        values = edge_weight[structure.gather]
+    else:
+        values = edge_weight
+    return _CsrWeightedMM.apply(x.contiguous(), values.contiguous(), structure)

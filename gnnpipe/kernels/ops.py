@@ -1,0 +1,146 @@
+"""``ChunkOps``: the one aggregation interface that every layer uses.
+
+A layer holds the rows of its input for a chunk's local vertices, ``x_local =
+cat(own rows, halo rows)`` (``local_nid`` order of :class:`~gnnpipe.partition.ChunkPlan`),
+and needs, for every own row ``v``, a reduction over its in-neighbours ``u -> v``:
+
+* ``sum``:      ``sum_u x_u``
+* ``mean``:     ``sum_u x_u / d_v`` (0 for a row without in-edges)
+* ``max``:      elementwise ``max_u x_u`` (0 for a row without in-edges)
+* ``gcn``:      ``sum_u x_u / sqrt((d_u+1)(d_v+1)) + x_v / (d_v+1)``, row ``v`` of
+  ``D^-1/2 (A + I) D^-1/2 x`` with ``D = in_degree + 1``
+* ``weighted``: ``sum_e w_e x_{src e}`` for a per-edge weight ``w`` [nnz] in the
+  plan's edge order (``plan.indices``), differentiable.
+
+``d`` is ``ChunkPlan.in_degree``: the *global* in-degree, so a chunk's rows equal the
+corresponding rows of the whole-graph result. Duplicate edges count once per copy.
+The result is differentiable w.r.t. every row of ``x_local``, halo rows included
+(the engine sends halo gradients back to their owners).
+
+Backends, chosen explicitly: ``torch`` (default; CSR sparse-dense products, scatter
+max), ``scatter`` (torch-scatter, when installed) and ``reference`` (plain per-edge
+code for tests). All operators are built once in :meth:`ChunkOps.build`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from gnnpipe.errors import ConfigError, DataError
+from gnnpipe.kernels.reference import ReferenceBackend
+from gnnpipe.kernels.scatter_backend import ScatterBackend, scatter_available
+from gnnpipe.kernels.torch_backend import TorchBackend
+from gnnpipe.partition.plan import ChunkPlan
+
+__all__ = ["ChunkOps", "BACKENDS", "REDUCES", "available_backends"]
+
+REDUCES: tuple[str, ...] = ("sum", "mean", "max", "gcn", "weighted")
+BACKENDS: tuple[str, ...] = ("torch", "scatter", "reference")
+
+
+class _Backend(Protocol):
+    name: str
+
+    def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor: ...
+
+
+_BACKEND_CLASSES = {"torch": TorchBackend, "scatter": ScatterBackend, "reference": ReferenceBackend}
+
+
+def available_backends() -> tuple[str, ...]:
+    """The backends that can be built here (``scatter`` only when torch_scatter imports)."""
+    return tuple(b for b in BACKENDS if b != "scatter" or scatter_available())
+
+
+class ChunkOps:
+    """Device-side aggregation operators of one chunk, built once from its plan.
+
+    Shapes: ``aggregate(x_local [num_local, d], reduce, edge_weight [nnz] | None)``
+    -> ``[num_own, d]``.
+    """
+
+    def __init__(self, plan: ChunkPlan, impl: _Backend, device: torch.device, dtype: torch.dtype) -> None:
+        self.plan = plan
+        self._impl = impl
+        self.device = device
+        self.dtype = dtype
+
+    @classmethod
+    def build(
+        cls,
+        plan: ChunkPlan,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        backend: str = "torch",
+    ) -> "ChunkOps":
+        """Build the operators of ``plan`` on ``device`` for inputs of ``dtype``.
+
+        ``backend``: one of :data:`BACKENDS`; unknown or uninstalled -> ConfigError.
+        """
+        if backend not in _BACKEND_CLASSES:
+            raise ConfigError(f"backend: expected one of {', '.join(BACKENDS)}, found {backend!r}")
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise ConfigError(f"dtype: expected a floating-point torch.dtype, found {dtype!r}")
+        # Resolve "cuda" to "cuda:<current>" so that the device check in aggregate
+        # compares like with like.
+        resolved = torch.empty(0, device=device if device is not None else "cpu").device
+        impl = _BACKEND_CLASSES[backend](plan, resolved, dtype)
+        return cls(plan, impl, resolved, dtype)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def backend(self) -> str:
+        return self._impl.name
+
+    @property
+    def num_own(self) -> int:
+        return self.plan.num_own
+
+    @property
+    def num_halo(self) -> int:
+        return self.plan.num_halo
+
+    @property
+    def num_local(self) -> int:
+        return self.plan.num_local
+
+    @property
+    def num_edges(self) -> int:
+        """Edges of the plan (duplicates counted), the length of ``edge_weight``."""
+        return self.plan.num_edges
+
+    # ------------------------------------------------------------------ aggregation
+    def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+        """Reduce the in-neighbour rows of every own row (see the module docstring).
+
+        Shapes: x_local [num_local, d]; edge_weight [nnz] (``weighted`` only) -> [num_own, d].
+        """
+        if reduce not in REDUCES:
+            raise ConfigError(f"reduce: expected one of {', '.join(REDUCES)}, found {reduce!r}")
+        self._check_tensor("x_local", x_local, (self.num_local, None))
+        if reduce == "weighted":
+            if edge_weight is None:
+                raise ConfigError("edge_weight: expected a [nnz] tensor for reduce='weighted', found None")
+            self._check_tensor("edge_weight", edge_weight, (self.num_edges,))
+        elif edge_weight is not None:
+            raise ConfigError(f"edge_weight: expected None for reduce={reduce!r} (only 'weighted' uses it), found a tensor")
+        return self._impl.aggregate(x_local, reduce, edge_weight)
+
+    def _check_tensor(self, name: str, t: torch.Tensor, shape: tuple[int | None, ...]) -> None:
+        expected = "[" + ", ".join("d" if s is None else str(s) for s in shape) + "]"
+        if not isinstance(t, torch.Tensor):
+            raise DataError(f"{name}: expected a tensor of shape {expected}, found {type(t).__name__}")
+        if t.dim() != len(shape) or any(s is not None and t.shape[i] != s for i, s in enumerate(shape)):
+            raise DataError(f"{name}: expected shape {expected} for {self!r}, found {list(t.shape)}")
+        if t.dtype != self.dtype:
+            raise DataError(f"{name}: expected dtype {self.dtype} (the ChunkOps dtype), found {t.dtype}")
+        if t.device != self.device:
+            raise DataError(f"{name}: expected device {self.device} (the ChunkOps device), found {t.device}")
+
+    def __repr__(self) -> str:
+        return (
+            f"ChunkOps({self.backend}, chunk {self.plan.chunk_idx}, own {self.num_own}, "
+            f"halo {self.num_halo}, edges {self.num_edges}, {self.dtype}, {self.device})"
+        )

@@ -1,0 +1,117 @@
+"""Native torch backend (the default): CSR sparse-dense products and scatter max.
+
+``sum``, ``mean``, ``gcn`` and ``weighted`` are one ``torch.sparse_csr_tensor``
+product each, with the weighting folded into the CSR values at build time (``gcn``
+also folds its self-loop into the structure). Their backward is the product with the
+transposed CSR, also built at build time (see :mod:`gnnpipe.kernels.csr`).
+
+``max`` gathers the source rows and reduces them with ``scatter_reduce(amax,
+include_self=False)`` into zeros, so that rows without in-edges give 0. Its backward
+sends ``grad_y[v, j]`` to the sources ``u`` whose ``x[u, j]`` equals the maximum;
+**ties split the gradient evenly** among the tied edges (as torch's own ``amax``
+backward does), so a duplicated edge counts once per copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gnnpipe.kernels.csr import CsrOperator, CsrStructure, build_structure, csr_mm, csr_weighted_mm, fixed_operator
+from gnnpipe.partition.plan import ChunkPlan
+
+__all__ = ["TorchBackend", "scatter_max"]
+
+
+class _ScatterMax(torch.autograd.Function):
+    """``y[v] = max_{u -> v} x[u]`` (elementwise; 0 for rows without in-edges).
+
+    Saves only ``x`` and ``y``; the arg-max mask is recomputed in backward rather than
+    kept, as it would be [nnz, d].
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dst: torch.Tensor, src: torch.Tensor, num_rows: int) -> torch.Tensor:  # type: ignore[override]
+        d = x.shape[1]
+        out = x.new_zeros((num_rows, d))
+        if src.numel():
+            # expand() is a stride-0 view: no [nnz, d] index is materialised.
+            out.scatter_reduce_(0, dst.view(-1, 1).expand(-1, d), x[src], "amax", include_self=False)
+        ctx.save_for_backward(x, out, dst, src)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, None, None, None]:  # type: ignore[override]
+        x, out, dst, src = ctx.saved_tensors
+        grad_x = torch.zeros_like(x)
+        if not ctx.needs_input_grad[0] or src.numel() == 0:
+            return grad_x, None, None, None
+        hit = (x[src] == out[dst]).to(x.dtype)  # [nnz, d]: 1 where this edge attains the max
+        ties = out.new_zeros(out.shape).index_add_(0, dst, hit)
+        share = grad_y / ties.clamp_min(1)
+        grad_x.index_add_(0, src, hit * share[dst])
+        return grad_x, None, None, None
+
+
+def scatter_max(x: torch.Tensor, dst: torch.Tensor, src: torch.Tensor, num_rows: int) -> torch.Tensor:
+    """Differentiable elementwise max over in-edges (ties split evenly).
+
+    Shapes: x [num_local, d]; dst, src int64 [nnz] -> [num_rows, d].
+    """
+    return _ScatterMax.apply(x, dst, src, num_rows)
+
+
+class TorchBackend:
+    """Operators of one chunk for the native torch backend, built once.
+
+    Shapes: every CSR is [num_own, num_local]; its transpose [num_local, num_own].
+    """
+
+    name = "torch"
+
+    def __init__(self, plan: ChunkPlan, device: torch.device, dtype: torch.dtype) -> None:
+        num_own, num_local = plan.num_own, plan.num_local
+        dst = plan.dst_local()
+        src = plan.indices
+        degree = plan.in_degree.to(torch.float64)
+        ones = torch.ones(src.numel(), dtype=torch.float64)
+
+        # sum / mean / weighted share one coalesced structure; only the values differ.
+        self.structure: CsrStructure
+        self.structure, counts = build_structure(dst, src, ones, num_own, num_local, device, torch.float64)
+        row = self.structure.row
+        own_degree = degree[:num_own].to(device)
+        self.sum_op: CsrOperator = fixed_operator(self.structure, counts.to(dtype))
+        # Isolated rows have no entries, so clamping their degree only avoids 0/0.
+        self.mean_op: CsrOperator = fixed_operator(
+            self.structure, (counts / own_degree.clamp_min(1)[row]).to(dtype)
+        )
+
+        # gcn: D^-1/2 (A + I) D^-1/2 with D = in_degree + 1 (global degrees), the I as
+        # one extra entry per own row; entries merge with existing self-loop edges.
+        own = torch.arange(num_own, dtype=torch.int64)
+        g_dst = torch.cat([dst, own])
+        g_src = torch.cat([src, own])
+        inv_sqrt = (degree + 1).rsqrt()
+        g_val = inv_sqrt[g_dst] * inv_sqrt[g_src]
+        gcn_structure, gcn_values = build_structure(g_dst, g_src, g_val, num_own, num_local, device, dtype)
+        self.gcn_op: CsrOperator = fixed_operator(gcn_structure, gcn_values)
+
+        self.dst = dst.to(device)
+        self.src = src.to(device)
+        self.num_own = num_own
+
+    def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:
+        if reduce == "sum":
+            return csr_mm(self.sum_op, x_local)
+        if reduce == "mean":
+            return csr_mm(self.mean_op, x_local)
+        if reduce == "gcn":
+            return csr_mm(self.gcn_op, x_local)
+        if reduce == "weighted":
+            assert edge_weight is not None
+            return csr_weighted_mm(self.structure, edge_weight, x_local)
+        if reduce == "max":
+            return scatter_max(x_local, self.dst, self.src, self.num_own)
+        raise AssertionError(f"unvalidated reduce {reduce!r}")
