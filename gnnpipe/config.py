@@ -1,0 +1,532 @@
+"""Run configuration: four small dataclasses and the run that joins them.
+
+Every knob of a gnnpipe run lives here, once, with its default, its help text (in the
+field metadata, from which the CLI is generated) and its check (in ``__post_init__``).
+A bad value raises :class:`~gnnpipe.errors.ConfigError` with one line that names the
+field, what was expected and what was found.
+
+* :class:`DataConfig`     which graph (dataset name, data root, loader options);
+* :class:`ModelConfig`    which network (kind, depth, width, dropout, GCNII knobs);
+* :class:`TrainConfig`    how to optimise and report (epochs, Adam, evaluation, seed);
+* :class:`ParallelConfig` how to spread the work (mode, workers, chunks, techniques);
+* :class:`RunConfig`      the four together, with the checks that span them, TOML
+  loading (``RunConfig.from_toml``) and ``to_dict`` for the result record.
+
+The configs are frozen. Fields whose default depends on other fields (``workers``,
+``chunks``, ``ways``) are ``None`` by default and resolved in ``__post_init__``, so
+the object always holds the value that the run actually uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from gnnpipe.errors import ConfigError
+
+__all__ = [
+    "DataConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "ParallelConfig",
+    "RunConfig",
+    "MODELS",
+    "MODES",
+    "DEFAULT_LAYOUT",
+    "DATA_ROOT_ENV",
+    "SECTIONS",
+]
+
+#: Model kinds that :func:`gnnpipe.models.build_model` knows.
+MODELS = ("gcn", "sage", "gcnii", "resgcn+", "mlp")
+#: Parallel modes (DESIGN.md 1).
+MODES = ("single", "graph", "pipeline", "hybrid")
+#: The default (mode, workers) of a run with no arguments. The ONE place to change it.
+DEFAULT_LAYOUT: tuple[str, int] = ("single", 1)
+#: Environment variable naming the data root when ``DataConfig.root`` is unset.
+DATA_ROOT_ENV = "GNNPIPE_DATA_ROOT"
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _meta(help: str, *, choices: tuple[Any, ...] | None = None, flag: str | None = None,
+          metavar: str | None = None) -> dict[str, Any]:
+    """Field metadata read by the CLI generator (:mod:`gnnpipe.cli`)."""
+    out: dict[str, Any] = {"help": help}
+    if choices is not None:
+        out["choices"] = choices
+    if flag is not None:
+        out["flag"] = flag
+    if metavar is not None:
+        out["metavar"] = metavar
+    return out
+
+
+# --------------------------------------------------------------------- type checks
+def _type_name(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return "list of " + _type_name(typing.get_args(tp)[0])
+    if origin is dict:
+        return "table"
+    if tp is Any:
+        return "any"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Return ``value`` as type ``tp`` (int -> float and list -> tuple allowed), or
+    raise ConfigError naming ``where``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, where)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{where}: expected {_type_name(tp)}, found {value!r}")
+    if tp is Any:
+        return value
+    if origin is tuple:
+        (item_tp, *_rest) = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected {_type_name(tp)}, found {value!r}")
+        return tuple(_coerce(v, item_tp, where) for v in value)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a table of options, found {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{where}: expected {_type_name(tp)}, found {value!r}")
+
+
+class _Checked:
+    """Mixin: coerce every field to its annotated type, then run ``_check``."""
+
+    _section: typing.ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            object.__setattr__(self, f.name, _coerce(value, hints[f.name], self._where(f.name)))
+            choices = f.metadata.get("choices")
+            value = getattr(self, f.name)
+            if choices is not None and value is not None and value not in choices:
+                raise ConfigError(
+                    f"{self._where(f.name)}: expected one of {', '.join(map(str, choices))}, "
+                    f"found {value!r}"
+                )
+        self._check()
+
+    def _check(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    @classmethod
+    def _where(cls, name: str) -> str:
+        return f"{cls._section}.{name}"
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def _need(self, ok: bool, name: str, expected: str) -> None:
+        if not ok:
+            raise ConfigError(f"{self._where(name)}: expected {expected}, found {getattr(self, name)!r}")
+
+
+# --------------------------------------------------------------------------- data
+@dataclass(frozen=True)
+class DataConfig(_Checked):
+    """Which graph to train on.
+
+    ``root`` falls back to ``$GNNPIPE_DATA_ROOT`` (see :meth:`resolved_root`);
+    ``options`` are passed to the loader as keyword arguments (for ``synthetic``:
+    ``num_nodes``, ``seed`` ...).
+    """
+
+    _section: typing.ClassVar[str] = "data"
+
+    dataset: str = field(default="synthetic", metadata=_meta(
+        "dataset name (see gnnpipe.list_datasets()); 'synthetic' needs no files"))
+    root: str | None = field(default=None, metadata=_meta(
+        f"folder holding the datasets (default: ${DATA_ROOT_ENV})", flag="data-root", metavar="DIR"))
+    options: dict[str, Any] = field(default_factory=dict, metadata=_meta(
+        "loader option KEY=VALUE (repeatable), e.g. num_nodes=5000", flag="data-option",
+        metavar="KEY=VALUE"))
+
+    def _check(self) -> None:
+        self._need(bool(self.dataset.strip()), "dataset", "a non-empty dataset name")
+        for key in self.options:
+            if not isinstance(key, str) or not key.isidentifier():
+                raise ConfigError(f"data.options: expected option names that are identifiers, found {key!r}")
+
+    def resolved_root(self) -> str | None:
+        """``root``, else ``$GNNPIPE_DATA_ROOT``, else None (the loader's default)."""
+        return self.root or os.environ.get(DATA_ROOT_ENV) or None
+
+
+# -------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class ModelConfig(_Checked):
+    """The network: ``layers`` GNN layers of width ``hidden`` between an input
+    projection and a classifier (DESIGN.md 3)."""
+
+    _section: typing.ClassVar[str] = "model"
+
+    model: str = field(default="gcnii", metadata=_meta("GNN layer kind", choices=MODELS))
+    layers: int = field(default=8, metadata=_meta("number of GNN layers (>= 1)"))
+    hidden: int = field(default=64, metadata=_meta("hidden width H (>= 1)"))
+    dropout: float = field(default=0.5, metadata=_meta("dropout probability in [0, 1)"))
+    alpha: float = field(default=0.1, metadata=_meta("GCNII initial-residual weight alpha in [0, 1]"))
+    lambda_: float = field(default=0.5, metadata=_meta(
+        "GCNII identity-mapping strength lambda (> 0; beta_l = log(lambda/l + 1))", flag="lambda"))
+    input_proj: bool | None = field(default=None, metadata=_meta(
+        "use a linear input projection F -> H (default: the model's own choice)"))
+    classifier: bool | None = field(default=None, metadata=_meta(
+        "use a linear classifier H -> classes (default: the model's own choice)"))
+
+    def _check(self) -> None:
+        self._need(self.layers >= 1, "layers", "an integer >= 1")
+        self._need(self.hidden >= 1, "hidden", "an integer >= 1")
+        self._need(0.0 <= self.dropout < 1.0, "dropout", "a value in [0, 1)")
+        self._need(0.0 <= self.alpha <= 1.0, "alpha", "a value in [0, 1]")
+        self._need(math.isfinite(self.lambda_) and self.lambda_ > 0, "lambda_", "a finite value > 0")
+
+
+# -------------------------------------------------------------------------- train
+@dataclass(frozen=True)
+class TrainConfig(_Checked):
+    """Optimisation and reporting.
+
+    One Adam step per epoch. Evaluation (exact, full graph) runs every
+    ``eval_every`` epochs and at the last epoch. ``patience`` counts *evaluations*
+    without a new best validation accuracy before training stops early.
+    """
+
+    _section: typing.ClassVar[str] = "train"
+
+    epochs: int = field(default=100, metadata=_meta("number of epochs (>= 1)"))
+    lr: float = field(default=0.01, metadata=_meta("Adam learning rate (> 0)"))
+    weight_decay: float = field(default=5e-4, metadata=_meta("Adam weight decay (>= 0)"))
+    layer_weight_decay: float | None = field(default=None, metadata=_meta(
+        "weight decay of the GNN-layer parameters (>= 0; default: weight_decay)"))
+    eval_every: int = field(default=5, metadata=_meta("evaluate every k epochs (>= 1)"))
+    seed: int = field(default=0, metadata=_meta("random seed (weights, dropout, chunk order)"))
+    patience: int | None = field(default=None, metadata=_meta(
+        "stop after this many evaluations without a better val accuracy (>= 1; default: never)"))
+    dtype: str = field(default="float32", metadata=_meta(
+        "floating-point type of weights and activations", choices=("float32", "float64")))
+    log_level: str = field(default="INFO", metadata=_meta("logging level", choices=LOG_LEVELS))
+    log_every: int = field(default=10, metadata=_meta(
+        "log one progress line every N epochs (>= 1)"))
+    json_out: str | None = field(default=None, metadata=_meta(
+        "write the result record as JSON to this path (atomically, at the end)", metavar="PATH"))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.log_level, str):
+            object.__setattr__(self, "log_level", self.log_level.upper())
+        super().__post_init__()
+
+    def _check(self) -> None:
+        self._need(self.epochs >= 1, "epochs", "an integer >= 1")
+        self._need(math.isfinite(self.lr) and self.lr > 0, "lr", "a finite value > 0")
+        self._need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a value >= 0")
+        self._need(self.layer_weight_decay is None
+                   or (math.isfinite(self.layer_weight_decay) and self.layer_weight_decay >= 0),
+                   "layer_weight_decay", "a value >= 0 or null")
+        self._need(self.eval_every >= 1, "eval_every", "an integer >= 1")
+        self._need(self.seed >= 0, "seed", "an integer >= 0")
+        self._need(self.patience is None or self.patience >= 1, "patience", "an integer >= 1 or null")
+        self._need(self.log_every >= 1, "log_every", "an integer >= 1")
+        self._need(self.json_out is None or bool(self.json_out.strip()), "json_out", "a file path")
+
+    @property
+    def torch_dtype(self) -> Any:
+        import torch
+
+        return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
+
+
+# ----------------------------------------------------------------------- parallel
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # pragma: no cover - torch is a dependency
+        return False
+
+
+@dataclass(frozen=True)
+class ParallelConfig(_Checked):
+    """How the work is spread over workers (DESIGN.md 1, 4-6).
+
+    ``stages`` (S) is 1 for single/graph, ``workers`` for pipeline and
+    ``workers // ways`` for hybrid. Defaults resolved here: ``workers`` 1 for single,
+    else the default layout's count; ``ways`` 2 for hybrid, else 1; ``chunks`` 1 for
+    single, ``workers`` for graph, ``4 * S`` for pipeline and ``4 * S * ways`` for
+    hybrid (each way pipelines 4 S chunks, the reference ratio).
+    """
+
+    _section: typing.ClassVar[str] = "parallel"
+
+    mode: str = field(default=DEFAULT_LAYOUT[0], metadata=_meta("parallel mode", choices=MODES))
+    workers: int | None = field(default=None, metadata=_meta(
+        f"number of worker processes P (>= 1; default: 1 for single, else {max(DEFAULT_LAYOUT[1], 2)})"))
+    chunks: int | None = field(default=None, metadata=_meta(
+        "number of chunks C (default: 4*S for pipeline, workers for graph)"))
+    ways: int | None = field(default=None, metadata=_meta(
+        "hybrid: number of ways W (workers % ways == 0; default 2)"))
+    stage_split: tuple[int, ...] | None = field(default=None, metadata=_meta(
+        "layers per stage, e.g. 3,3,2 (must sum to layers; default: equal split)", metavar="L1,L2,..."))
+    partition: str = field(default="metis", metadata=_meta(
+        "vertex partition method for the chunks", choices=("metis", "random")))
+    backend: str | None = field(default=None, metadata=_meta(
+        "torch.distributed backend (default: nccl on CUDA, else gloo)", choices=("gloo", "nccl")))
+    device: str = field(default="auto", metadata=_meta(
+        "compute device (auto: cuda if available)", choices=("auto", "cpu", "cuda")))
+    kernel_backend: str = field(default="torch", metadata=_meta(
+        "aggregation kernel backend", choices=("torch", "scatter", "reference"), flag="kernel"))
+    shuffle: bool = field(default=True, metadata=_meta(
+        "pipeline technique 1: shuffle the chunk order every epoch"))
+    snapshot_period: int = field(default=1, metadata=_meta(
+        "pipeline technique 2: refresh the historical snapshot every R epochs (R=1: last epoch)"))
+    unbiased_scale: bool = field(default=False, metadata=_meta(
+        "pipeline technique 3: scale aggregation gradients by 2 (unbiased estimate)"))
+    history_init: str = field(default="exact", metadata=_meta(
+        "initial historical embeddings: zeros, or an exact full-graph forward",
+        choices=("zeros", "exact")))
+
+    def _check(self) -> None:
+        mode = self.mode
+        if self.workers is None:
+            self._set("workers", 1 if mode == "single" else max(DEFAULT_LAYOUT[1], 2))
+        self._need(self.workers >= 1, "workers", "an integer >= 1")
+        if mode == "single":
+            self._need(self.workers == 1, "workers", "1 in single mode")
+        if self.ways is None:
+            self._set("ways", 2 if mode == "hybrid" else 1)
+        self._need(self.ways >= 1, "ways", "an integer >= 1")
+        if mode != "hybrid":
+            self._need(self.ways == 1, "ways", f"1 in {mode} mode (ways is a hybrid setting)")
+        elif self.workers % self.ways != 0:
+            raise ConfigError(
+                f"parallel.ways: expected a divisor of workers={self.workers}, found {self.ways}"
+            )
+        s = self.stages
+        if self.chunks is None:
+            self._set("chunks", {"single": 1, "graph": self.workers, "pipeline": 4 * s,
+                                 "hybrid": 4 * s * self.ways}[mode])
+        self._need(self.chunks >= 1, "chunks", "an integer >= 1")
+        if mode == "single":
+            self._need(self.chunks == 1, "chunks", "1 in single mode")
+        if mode == "graph":
+            self._need(self.chunks == self.workers, "chunks", f"workers={self.workers} in graph mode")
+        if mode == "hybrid":
+            self._need(self.chunks >= self.ways, "chunks", f"an integer >= ways={self.ways}")
+        if self.stage_split is not None:
+            if len(self.stage_split) != s:
+                raise ConfigError(
+                    f"parallel.stage_split: expected {s} entries (one per stage), "
+                    f"found {len(self.stage_split)}: {list(self.stage_split)}"
+                )
+            self._need(all(x >= 1 for x in self.stage_split), "stage_split", "entries >= 1")
+        self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
+        if self.device == "cuda" and not _cuda_available():
+            raise ConfigError("parallel.device: expected a usable device, found 'cuda' but CUDA is not available")
+        if self.backend == "nccl" and (self.device == "cpu" or not _cuda_available()):
+            raise ConfigError(
+                "parallel.backend: expected gloo without CUDA, found 'nccl' but "
+                + ("device is cpu" if self.device == "cpu" else "CUDA is not available")
+            )
+
+    @property
+    def stages(self) -> int:
+        """Number of pipeline stages S."""
+        if self.mode == "pipeline":
+            return int(self.workers)  # type: ignore[arg-type]
+        if self.mode == "hybrid":
+            return int(self.workers) // int(self.ways)  # type: ignore[arg-type]
+        return 1
+
+    def resolved_device(self) -> str:
+        """``cpu`` or ``cuda``."""
+        if self.device == "auto":
+            return "cuda" if _cuda_available() else "cpu"
+        return self.device
+
+    def resolved_backend(self) -> str:
+        """``gloo`` or ``nccl``."""
+        if self.backend is not None:
+            return self.backend
+        return "nccl" if self.resolved_device() == "cuda" else "gloo"
+
+    def layer_split(self, layers: int) -> tuple[int, ...]:
+        """Layers per stage: ``stage_split``, or the equal split (earlier stages take
+        the remainder)."""
+        if self.stage_split is not None:
+            return tuple(self.stage_split)
+        s = self.stages
+        base, extra = divmod(layers, s)
+        return tuple(base + (1 if i < extra else 0) for i in range(s))
+
+
+# ---------------------------------------------------------------------------- run
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "train": TrainConfig,
+    "parallel": ParallelConfig,
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One complete run: data, model, training and parallel layout, with the checks
+    that need more than one of them. ``check_against_graph`` adds those that need
+    the graph's size."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+
+    def __post_init__(self) -> None:
+        for name, cls in SECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"RunConfig.{name}: expected a {cls.__name__}, found "
+                                  f"{type(getattr(self, name)).__name__}")
+        p, m = self.parallel, self.model
+        if m.layers < p.stages:
+            raise ConfigError(
+                f"model.layers: expected at least one layer per stage (>= {p.stages} stages of "
+                f"{p.mode} mode with {p.workers} workers), found {m.layers}"
+            )
+        if p.stage_split is not None and sum(p.stage_split) != m.layers:
+            raise ConfigError(
+                f"parallel.stage_split: expected entries summing to model.layers={m.layers}, "
+                f"found {list(p.stage_split)} (sum {sum(p.stage_split)})"
+            )
+
+    # ------------------------------------------------------------ graph checks
+    def check_against_graph(self, num_nodes: int) -> None:
+        """Checks that need the graph: no more chunks than vertices."""
+        if self.parallel.chunks > num_nodes:  # type: ignore[operator]
+            raise ConfigError(
+                f"parallel.chunks: expected at most N={num_nodes} (the number of vertices), "
+                f"found {self.parallel.chunks}"
+            )
+
+    # ---------------------------------------------------------- dict and TOML
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able nested dict (tuples as lists), as stored in the record."""
+
+        def plain(x: Any) -> Any:
+            if isinstance(x, (list, tuple)):
+                return [plain(v) for v in x]
+            if isinstance(x, dict):
+                return {k: plain(v) for k, v in x.items()}
+            return x
+
+        return {name: plain(dataclasses.asdict(getattr(self, name))) for name in SECTIONS}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+                  *, source: str = "config") -> "RunConfig":
+        """Build from ``{section: {key: value}}``; unknown sections or keys are errors.
+
+        ``overrides`` take precedence; they may be nested (``{"model": {"layers": 4}}``)
+        or dotted (``{"model.layers": 4}``).
+        """
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"{source}: expected a table of sections, found {type(d).__name__}")
+        merged: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        _merge_into(merged, d, source)
+        if overrides:
+            _merge_into(merged, _undot(overrides), "overrides")
+        parts = {name: SECTIONS[name](**merged[name]) for name in SECTIONS}
+        return cls(**parts)
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str],
+                  overrides: Mapping[str, Any] | None = None) -> "RunConfig":
+        """Load ``[data] [model] [train] [parallel]`` sections from a TOML file (the
+        loader options go in ``[data.options]``), then apply ``overrides``."""
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - python 3.10
+            import tomli as tomllib
+        p = Path(path)
+        try:
+            with p.open("rb") as fh:
+                raw = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {str(p)!r}: expected an existing TOML file, found nothing") from None
+        except OSError as exc:
+            raise ConfigError(f"config file {str(p)!r}: expected a readable file, found {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else "a syntax error"
+            raise ConfigError(f"config file {str(p)!r}: expected valid TOML, found {msg}") from None
+        return cls.from_dict(raw, overrides, source=f"config file {str(p)!r}")
+
+
+def _undot(d: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(key, str) and "." in key:
+            section, sub = key.split(".", 1)
+            out.setdefault(section, {})[sub] = value
+        elif isinstance(value, Mapping):
+            out.setdefault(key, {}).update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _merge_into(merged: dict[str, dict[str, Any]], d: Mapping[str, Any], source: str) -> None:
+    for section, body in d.items():
+        if section not in SECTIONS:
+            raise ConfigError(
+                f"{source}: unknown section [{section}], expected one of "
+                f"{', '.join('[' + s + ']' for s in SECTIONS)}"
+            )
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{source}: section [{section}] must be a table, found {body!r}")
+        known = {f.name for f in dataclasses.fields(SECTIONS[section])}
+        for key, value in body.items():
+            if key not in known:
+                raise ConfigError(
+                    f"{source}: unknown key {key!r} in section [{section}], expected one of "
+                    f"{', '.join(sorted(known))}"
+                )
+            if section == "data" and key == "options" and isinstance(value, Mapping):
+                merged[section].setdefault("options", {})
+                merged[section]["options"] = {**merged[section]["options"], **value}
+            else:
+                merged[section][key] = value
