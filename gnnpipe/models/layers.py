@@ -1,0 +1,230 @@
+"""GNN layers: one layer computes its own rows from ``[own | halo]`` rows of its input.
+
+Every layer follows the contract of ARCHITECTURE.md::
+
+    y_own = layer(h_local, ops, h0=None)
+
+``h_local`` is ``cat(own rows, halo rows)`` of the layer input (``ops.num_local`` rows),
+the result is the layer output for the ``ops.num_own`` own rows. All neighbourhood
+aggregation goes through ``ops.aggregate`` so that the same layer runs on the whole
+graph (one-chunk ops, no halo), on one chunk of a pipeline stage, or on one part in
+graph parallelism, and gives the same rows up to float re-association. Every other
+operation of a layer is per row, which is what makes that true.
+
+Dropout is applied to the layer *input* (``h_local``, own and halo rows), as Kipf &
+Welling and GCNII do. In a chunked run a halo row therefore gets a dropout mask that is
+independent of the one its owner drew: it is the same noise distribution, but not the
+same sample as in a whole-graph run. With dropout 0 chunked and whole-graph runs agree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+__all__ = [
+    "GNNLayer",
+    "GCNLayer",
+    "SAGELayer",
+    "GCNIILayer",
+    "ResGCNPlusLayer",
+    "MLPLayer",
+]
+
+
+def _glorot_(w: Tensor) -> Tensor:
+    """Glorot/Xavier uniform, the initialisation of Kipf & Welling (and PyG's GCNConv)."""
+    return nn.init.xavier_uniform_(w)
+
+
+class GNNLayer(nn.Module):
+    """Base class of a layer: ``forward(h_local, ops, h0=None) -> own rows``.
+
+    Attributes:
+        in_dim: width of the layer input (``h_local.shape[1]``).
+        out_dim: width of the layer output.
+        needs_h0: True when the layer reads the input projection ``h0`` (GCNII).
+
+    Shapes: h_local [ops.num_local, in_dim]; h0 [ops.num_own, H]; output [ops.num_own, out_dim].
+    """
+
+    needs_h0: bool = False
+
+    def __init__(self, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.in_dim = int(in_dim)
+        self.out_dim = int(out_dim)
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"in_dim={self.in_dim}, out_dim={self.out_dim}"
+
+
+def _aggregate_linear(h_local: Tensor, ops: Any, weight: Tensor, reduce: str) -> Tensor:
+    """``aggregate(h_local) @ weight``, multiplying on the narrower side first.
+
+    ``A (H W) == (A H) W``: when the output is narrower than the input the rows are
+    transformed first (so the sparse product moves ``out_dim`` columns), otherwise the
+    product aggregates ``in_dim`` columns and only the own rows are transformed.
+
+    Shapes: h_local [num_local, in]; weight [in, out]; result [num_own, out].
+    """
+    if weight.shape[1] < weight.shape[0]:
+        return ops.aggregate(h_local @ weight, reduce)
+    return ops.aggregate(h_local, reduce) @ weight
+
+
+class GCNLayer(GNNLayer):
+    """GCN (Kipf & Welling): ``h' = act(A_hat dropout(h) W + b)``,
+    ``A_hat = D^-1/2 (A + I) D^-1/2`` (the ``"gcn"`` reduce of ChunkOps).
+
+    Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
+                 activation: bool = True, bias: bool = True) -> None:
+        super().__init__(in_dim, out_dim)
+        self.dropout = float(dropout)
+        self.activation = bool(activation)
+        self.weight = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+        self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
+        h = F.dropout(h_local, self.dropout, self.training)
+        out = _aggregate_linear(h, ops, self.weight, "gcn")
+        if self.bias is not None:
+            out = out + self.bias
+        return F.relu(out) if self.activation else out
+
+
+class SAGELayer(GNNLayer):
+    """GraphSAGE with mean aggregation:
+    ``h' = act(h_v W_self + mean_{u in N(v)} h_u W_nbr + b)`` on ``dropout(h)``.
+
+    Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
+                 activation: bool = True, bias: bool = True) -> None:
+        super().__init__(in_dim, out_dim)
+        self.dropout = float(dropout)
+        self.activation = bool(activation)
+        self.weight_self = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+        self.weight_nbr = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+        self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
+        h = F.dropout(h_local, self.dropout, self.training)
+        out = _sage_conv(h, ops, self.weight_self, self.weight_nbr, self.bias)
+        return F.relu(out) if self.activation else out
+
+
+def _sage_conv(h_local: Tensor, ops: Any, w_self: Tensor, w_nbr: Tensor, bias: Tensor | None) -> Tensor:
+    """``h_own W_self + mean_nbr(h) W_nbr (+ b)``.
+
+    Shapes: h_local [num_local, in]; w_self, w_nbr [in, out]; result [num_own, out].
+    """
+    own = h_local[: ops.num_own]
+    nbr = _aggregate_linear(h_local, ops, w_nbr, "mean")
+    if bias is not None:
+        return torch.addmm(nbr + bias, own, w_self)
+    return torch.addmm(nbr, own, w_self)
+
+
+class GCNIILayer(GNNLayer):
+    """GCNII (Chen et al. 2020), one layer with 1-based index ``l``:
+    ``h' = act(((1-alpha) A_hat h + alpha h0) ((1-beta_l) I + beta_l W_l))``,
+    ``beta_l = log(lambda / l + 1)``, dropout on the layer input ``h`` (not on ``h0``).
+
+    Shapes: h_local [num_local, H]; h0 [num_own, H] -> [num_own, H].
+    """
+
+    needs_h0 = True
+
+    def __init__(self, dim: int, layer_index: int, *, alpha: float = 0.1, lambda_: float = 0.5,
+                 dropout: float = 0.0, activation: bool = True) -> None:
+        super().__init__(dim, dim)
+        if layer_index < 1:
+            raise ValueError(f"GCNII layer_index is 1-based, found {layer_index}")
+        self.layer_index = int(layer_index)
+        self.alpha = float(alpha)
+        self.lambda_ = float(lambda_)
+        self.beta = math.log(self.lambda_ / self.layer_index + 1.0)
+        self.dropout = float(dropout)
+        self.activation = bool(activation)
+        # The GCNII reference code initialises uniform(-1/sqrt(H), 1/sqrt(H)).
+        stdv = 1.0 / math.sqrt(dim)
+        self.weight = nn.Parameter(torch.empty(dim, dim).uniform_(-stdv, stdv))
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
+        if h0 is None:
+            raise ValueError("GCNIILayer needs h0 (the input projection's output for the own rows)")
+        h = F.dropout(h_local, self.dropout, self.training)
+        support = torch.add(ops.aggregate(h, "gcn") * (1.0 - self.alpha), h0, alpha=self.alpha)
+        # (1-beta) support + beta support W in one fused kernel.
+        out = torch.addmm(support, support, self.weight, beta=1.0 - self.beta, alpha=self.beta)
+        return F.relu(out) if self.activation else out
+
+    def extra_repr(self) -> str:
+        return f"dim={self.in_dim}, l={self.layer_index}, alpha={self.alpha}, beta={self.beta:.4f}"
+
+
+class ResGCNPlusLayer(GNNLayer):
+    """ResGCN+ (DeeperGCN "res+"): pre-activation residual block
+    ``h' = h + conv(dropout(relu(LayerNorm(h))))`` with a SAGE-style mean conv.
+
+    As in DeeperGCN the first layer (``first=True``) is the bare conv, with no norm,
+    activation, dropout or residual (its input comes straight from the input
+    projection; the normalisation of the last block's output is in the model's
+    classifier). ``in_dim`` may differ from ``out_dim`` only for the first layer.
+
+    Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, first: bool = False, dropout: float = 0.0) -> None:
+        super().__init__(in_dim, out_dim)
+        if not first and in_dim != out_dim:
+            raise ValueError(f"a residual ResGCN+ block needs in_dim == out_dim, found {in_dim} -> {out_dim}")
+        self.first = bool(first)
+        self.dropout = float(dropout)
+        self.norm = None if first else nn.LayerNorm(in_dim)
+        self.weight_self = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+        self.weight_nbr = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+        self.bias = nn.Parameter(torch.zeros(out_dim))
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
+        if self.first:
+            return _sage_conv(h_local, ops, self.weight_self, self.weight_nbr, self.bias)
+        z = F.dropout(F.relu(self.norm(h_local)), self.dropout, self.training)
+        return _sage_conv(z, ops, self.weight_self, self.weight_nbr, self.bias) + h_local[: ops.num_own]
+
+    def extra_repr(self) -> str:
+        return f"in_dim={self.in_dim}, out_dim={self.out_dim}, first={self.first}"
+
+
+class MLPLayer(GNNLayer):
+    """A per-row linear layer that ignores the halo: ``h' = act(dropout(h_own) W + b)``.
+
+    The graph-free baseline of the GCN-vs-MLP comparison.
+
+    Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
+                 activation: bool = True, bias: bool = True) -> None:
+        super().__init__(in_dim, out_dim)
+        self.dropout = float(dropout)
+        self.activation = bool(activation)
+        self.weight = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+        self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
+        h = F.dropout(h_local[: ops.num_own], self.dropout, self.training)
+        out = h @ self.weight if self.bias is None else torch.addmm(self.bias, h, self.weight)
+        return F.relu(out) if self.activation else out

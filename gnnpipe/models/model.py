@@ -1,0 +1,228 @@
+"""``DeepGNN``: input projection, L GNN layers, classifier; and ``build_model``.
+
+A model is three pieces, so that the engine can cut it into pipeline stages:
+
+* ``encode``: per-row input projection ``F -> H`` (dropout, linear, ReLU; identity
+  when ``input_proj`` is off). Its output is ``h0`` (GCNII reads it in every layer).
+* ``layers``: ``nn.ModuleList`` of L :class:`GNNLayer`; layer ``l`` (1-based) is
+  ``layers[l - 1]``; stage ``s`` runs ``layers[a:b]``.
+* ``decode``: per-row classifier ``H -> C`` (dropout, linear; identity when
+  ``classifier`` is off, and then the last layer outputs the logits with no activation).
+
+``forward(x, ops)`` with the one-chunk ops of the whole graph is the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from gnnpipe.errors import ConfigError
+
+from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer
+
+__all__ = ["MODEL_NAMES", "InputProjection", "Classifier", "DeepGNN", "build_model"]
+
+#: The model names that :func:`build_model` accepts.
+MODEL_NAMES: tuple[str, ...] = ("gcn", "sage", "gcnii", "resgcn+", "mlp")
+
+# Models whose structure needs the input projection and the classifier.
+_NEEDS_PROJ_AND_CLASSIFIER = ("gcnii", "resgcn+")
+
+
+class InputProjection(nn.Module):
+    """Per-row ``h0 = act(dropout(x) W + b)``; identity when disabled.
+
+    Shapes: x [n, in_dim] -> [n, out_dim] (out_dim == in_dim when disabled).
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, enabled: bool = True, dropout: float = 0.0,
+                 activation: bool = True) -> None:
+        super().__init__()
+        self.enabled = bool(enabled)
+        self.in_dim = int(in_dim)
+        self.out_dim = int(out_dim) if enabled else int(in_dim)
+        self.dropout = float(dropout)
+        self.activation = bool(activation)
+        self.linear = nn.Linear(in_dim, out_dim) if enabled else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.linear is None:
+            return x
+        h = self.linear(F.dropout(x, self.dropout, self.training))
+        return F.relu(h) if self.activation else h
+
+
+class Classifier(nn.Module):
+    """Per-row ``logits = dropout(pre(h)) W + b``; identity when disabled.
+
+    ``pre`` is LayerNorm then ReLU for ResGCN+ (the closing normalisation of a
+    pre-activation network, as in DeeperGCN), nothing otherwise.
+
+    Shapes: h [n, in_dim] -> [n, num_classes].
+    """
+
+    def __init__(self, in_dim: int, num_classes: int, *, enabled: bool = True, dropout: float = 0.0,
+                 pre_norm: bool = False) -> None:
+        super().__init__()
+        self.enabled = bool(enabled)
+        self.in_dim = int(in_dim)
+        self.out_dim = int(num_classes) if enabled else int(in_dim)
+        self.dropout = float(dropout)
+        self.norm = nn.LayerNorm(in_dim) if (enabled and pre_norm) else None
+        self.linear = nn.Linear(in_dim, num_classes) if enabled else None
+
+    def forward(self, h: Tensor) -> Tensor:
+        if self.linear is None:
+            return h
+        if self.norm is not None:
+            h = F.relu(self.norm(h))
+        return self.linear(F.dropout(h, self.dropout, self.training))
+
+
+class DeepGNN(nn.Module):
+    """Input projection, L GNN layers, classifier.
+
+    Attributes:
+        model_name: one of :data:`MODEL_NAMES`.
+        encode, layers, decode: see the module docstring.
+        layer_dims: L+1 ints, the input width of each layer and the output width of
+            the last (the widths of the stage-boundary buffers).
+        needs_h0: True when some layer reads ``h0`` (GCNII); ``h0_dim`` is its width.
+
+    Shapes: forward x [N, F] -> logits [N, C].
+    """
+
+    def __init__(self, model_name: str, encode: InputProjection, layers: list[GNNLayer],
+                 decode: Classifier) -> None:
+        super().__init__()
+        self.model_name = model_name
+        self.encode = encode
+        self.layers = nn.ModuleList(layers)
+        self.decode = decode
+        self.layer_dims: list[int] = [layers[0].in_dim] + [layer.out_dim for layer in layers]
+        self.needs_h0 = any(layer.needs_h0 for layer in layers)
+        self.h0_dim = encode.out_dim
+        self.num_classes = decode.out_dim
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def forward(self, x: Tensor, ops: Any) -> Tensor:
+        """Whole-graph reference forward with one-chunk ops (no halo).
+
+        Shapes: x [N, F] -> logits [N, C].
+        """
+        h0 = self.encode(x)
+        h = h0
+        for layer in self.layers:
+            h = layer(h, ops, h0 if layer.needs_h0 else None)
+        return self.decode(h)
+
+    def layer_parameters(self) -> Iterator[nn.Parameter]:
+        """Parameters of the GNN layers (GCNII: weight decay 0.01 on these)."""
+        return self.layers.parameters()
+
+    def dense_parameters(self) -> Iterator[nn.Parameter]:
+        """Parameters of the input projection and classifier (GCNII: weight decay 5e-4)."""
+        yield from self.encode.parameters()
+        yield from self.decode.parameters()
+
+
+# ---------------------------------------------------------------------- builder
+def _get(cfg: Any, name: str, default: Any) -> Any:
+    if isinstance(cfg, Mapping):
+        value = cfg.get(name, default)
+    else:
+        value = getattr(cfg, name, default)
+    return default if value is None else value
+
+
+def _check_int(what: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{what}: expected an integer >= {minimum}, found {value!r}")
+    return int(value)
+
+
+def _check_float(what: str, value: Any, lo: float, hi: float, *, hi_open: bool = False,
+                 lo_open: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok:
+        v = float(value)
+        ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok:
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise ConfigError(f"{what}: expected a number in {lb}{lo}, {hi}{rb}, found {value!r}")
+    return float(value)
+
+
+def build_model(model_config: Any, in_features: int, num_classes: int) -> DeepGNN:
+    """Build the :class:`DeepGNN` that ``model_config`` describes.
+
+    ``model_config`` is read duck-typed (attributes or a mapping): ``model`` (one of
+    :data:`MODEL_NAMES`), ``layers`` (L >= 1), ``hidden`` (H >= 1), ``dropout``
+    (default 0.5), ``alpha`` (GCNII, default 0.1), ``lambda_`` (GCNII, default 0.5),
+    ``input_proj`` and ``classifier`` (``None`` = the model default: on; GCNII and
+    ResGCN+ require both). With both off a 2-layer GCN is Kipf & Welling's
+    ``conv F->H, ReLU, conv H->C``.
+
+    Parameters are drawn from the default torch generator in a fixed order, so the
+    same config built after the same ``torch.manual_seed`` is identical in every
+    process. Raises :class:`ConfigError` for a bad value.
+    """
+    name = _get(model_config, "model", None)
+    if not isinstance(name, str) or name.lower() not in MODEL_NAMES:
+        raise ConfigError(f"model: expected one of {', '.join(MODEL_NAMES)}, found {name!r}")
+    name = name.lower()
+    num_layers = _check_int("layers", _get(model_config, "layers", 2), 1)
+    hidden = _check_int("hidden", _get(model_config, "hidden", 64), 1)
+    dropout = _check_float("dropout", _get(model_config, "dropout", 0.5), 0.0, 1.0, hi_open=True)
+    alpha = _check_float("alpha", _get(model_config, "alpha", 0.1), 0.0, 1.0)
+    lambda_ = _check_float("lambda_", _get(model_config, "lambda_", 0.5), 0.0, float("inf"),
+                           lo_open=True, hi_open=True)
+    in_features = _check_int("in_features", in_features, 1)
+    num_classes = _check_int("num_classes", num_classes, 1)
+
+    input_proj = _get(model_config, "input_proj", True)
+    classifier = _get(model_config, "classifier", True)
+    for key, value in (("input_proj", input_proj), ("classifier", classifier)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true, false or unset, found {value!r}")
+        if name in _NEEDS_PROJ_AND_CLASSIFIER and not value:
+            raise ConfigError(f"{key}: model {name} requires {key}=true, found false")
+
+    # Widths: layer l reads dims[l-1] and writes dims[l].
+    first_in = hidden if input_proj else in_features
+    last_out = hidden if classifier else num_classes
+    dims = [first_in] + [hidden] * (num_layers - 1) + [last_out]
+
+    # ResGCN+'s encoder is DeeperGCN's plain linear node encoder (the first block
+    # pre-activates it); the others use dropout -> linear -> ReLU as GCNII does.
+    resgcn = name == "resgcn+"
+    encode = InputProjection(in_features, hidden, enabled=input_proj,
+                             dropout=0.0 if resgcn else dropout, activation=not resgcn)
+
+    layers: list[GNNLayer] = []
+    for l in range(1, num_layers + 1):
+        d_in, d_out = dims[l - 1], dims[l]
+        # Without a classifier the last layer's output is the logits: no activation.
+        act = classifier or l < num_layers
+        if name == "gcn":
+            layers.append(GCNLayer(d_in, d_out, dropout=dropout, activation=act))
+        elif name == "sage":
+            layers.append(SAGELayer(d_in, d_out, dropout=dropout, activation=act))
+        elif name == "mlp":
+            layers.append(MLPLayer(d_in, d_out, dropout=dropout, activation=act))
+        elif name == "gcnii":
+            layers.append(GCNIILayer(hidden, l, alpha=alpha, lambda_=lambda_, dropout=dropout))
+        else:  # resgcn+
+            layers.append(ResGCNPlusLayer(d_in, d_out, first=(l == 1), dropout=dropout))
+
+    decode = Classifier(hidden, num_classes, enabled=classifier, dropout=dropout, pre_norm=resgcn)
+    return DeepGNN(name, encode, layers, decode)
