@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnpipe.data.graph import Graph
+from gnnpipe.errors import PartitionError
 
 __all__ = ["ChunkPlan", "build_chunk_plans", "whole_graph_plan", "halo_send_lists"]
 
@@ -34,7 +35,8 @@ class ChunkPlan:
 
     Shapes:
         halo_global_nid: int64 [H] (sorted ascending); halo_chunk: int64 [H];
-        indptr: int64 [num_own + 1]; indices: int64 [nnz] (local_nid);
+        indptr: int64 [num_own + 1]; indices: int64 [nnz] (local_nid, sorted within
+        each row);
         in_degree: int64 [num_own + H] (global in-degree of every local vertex, as
         the normalisations of DESIGN.md 3 need it).
     """
@@ -92,16 +94,22 @@ def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, .
     """One :class:`ChunkPlan` per chunk of a graph whose chunks are contiguous.
 
     ``graph`` must already be reordered so that chunk ``k`` is the rows
-    ``[offsets[k], offsets[k+1])`` (see :func:`gnnpipe.partition.reorder`).
+    ``[offsets[k], offsets[k+1])`` (see :func:`gnnpipe.partition.reorder`). Empty
+    chunks (``offsets[k] == offsets[k+1]``) give plans with no rows. Every stored edge
+    (duplicates and self-loops included) appears exactly once in the plan of its
+    destination's chunk; the local indices of a row are sorted ascending (own rows
+    first, then halo rows), so a local CSR is canonical.
 
-    Shapes: offsets int64 [num_chunks + 1], offsets[0] = 0, offsets[-1] = N.
+    Shapes: offsets int64 [num_chunks + 1], offsets[0] = 0, offsets[-1] = N,
+    non-decreasing.
     """
-    offsets = torch.as_tensor(offsets, dtype=torch.int64)
+    offsets = _check_offsets(graph, offsets)
     num_chunks = int(offsets.numel() - 1)
     degree = graph.in_degree
     plans = []
     for k in range(num_chunks):
         a, b = int(offsets[k]), int(offsets[k + 1])
+        num_own = b - a
         e0, e1 = int(graph.indptr[a]), int(graph.indptr[b])
         indptr = graph.indptr[a : b + 1] - e0
         src = graph.indices[e0:e1]
@@ -109,7 +117,14 @@ def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, .
         halo = torch.unique(src[~own])  # sorted
         local = torch.empty_like(src)
         local[own] = src[own] - a
-        local[~own] = (b - a) + torch.searchsorted(halo, src[~own])
+        local[~own] = num_own + torch.searchsorted(halo, src[~own])
+        # Within a row the global sources are sorted, but halo sources below the chunk
+        # map above the own rows: re-sort each row by local id (rows stay in place).
+        num_local = num_own + int(halo.numel())
+        row = torch.repeat_interleave(torch.arange(num_own, dtype=torch.int64), indptr[1:] - indptr[:-1])
+        local = local[torch.argsort(row * max(num_local, 1) + local, stable=True)]
+        # searchsorted(right) - 1 is the last chunk starting at or before the vertex,
+        # which skips empty chunks that share its start offset.
         halo_chunk = torch.searchsorted(offsets, halo, right=True) - 1
         in_degree = torch.cat([degree[a:b], degree[halo]])
         plans.append(
@@ -120,6 +135,24 @@ def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, .
             )
         )
     return tuple(plans)
+
+
+def _check_offsets(graph: Graph, offsets: torch.Tensor) -> torch.Tensor:
+    """``offsets`` as int64, or :class:`PartitionError` if it does not cover [0, N]."""
+    offsets = torch.as_tensor(offsets).to(torch.int64).reshape(-1)
+    n = graph.num_nodes
+    if offsets.numel() < 2:
+        raise PartitionError(
+            f"{graph.name}: chunk offsets must have num_chunks + 1 >= 2 entries, found {offsets.numel()}"
+        )
+    if int(offsets[0]) != 0 or int(offsets[-1]) != n:
+        raise PartitionError(
+            f"{graph.name}: chunk offsets must run from 0 to N={n}, found "
+            f"{int(offsets[0])} .. {int(offsets[-1])}"
+        )
+    if bool((offsets[1:] < offsets[:-1]).any()):
+        raise PartitionError(f"{graph.name}: chunk offsets must be non-decreasing, found a decrease")
+    return offsets
 
 
 def whole_graph_plan(graph: Graph) -> ChunkPlan:
