@@ -1,0 +1,244 @@
+"""Layer-level tests: the chunk invariance the engine relies on, and references.
+
+THE KEY INVARIANT: a layer computed chunk by chunk from ``[own | halo]`` rows of the
+previous layer's full output gives the whole-graph layer output, forward and
+gradients (float64, dropout 0). References: a dense numpy ``A_hat`` for GCN, a dense
+mean for GraphSAGE, and torch_geometric's GCNConv / GCN2Conv / SAGEConv with copied
+weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gnnpipe.data.graph import Graph
+from gnnpipe.kernels import ChunkOps
+from gnnpipe.models import GCNIILayer, GCNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, build_model
+from gnnpipe.partition.plan import build_chunk_plans, whole_graph_plan
+
+DT = torch.float64
+RTOL = 1e-10
+ATOL = 1e-12
+
+
+def random_graph(n: int = 40, avg_deg: float = 4.0, feat: int = 6, classes: int = 3, seed: int = 0) -> Graph:
+    """A random directed graph without self-loops or duplicate edges, with some isolated rows."""
+    gen = torch.Generator().manual_seed(seed)
+    e = int(n * avg_deg)
+    src = torch.randint(0, n, (e,), generator=gen)
+    dst = torch.randint(0, n - 3, (e,), generator=gen)  # the last 3 rows have no in-edges
+    x = torch.randn(n, feat, generator=gen)
+    y = torch.randint(0, classes, (n,), generator=gen)
+    g = Graph.from_edge_index(torch.stack([src, dst]), x, y, train_mask=torch.ones(n, dtype=torch.bool))
+    return g.remove_self_loops().remove_duplicate_edges()
+
+
+OFFSETS = torch.tensor([0, 7, 15, 16, 30, 40])  # uneven contiguous chunks, one of a single row
+
+
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return random_graph()
+
+
+@pytest.fixture(scope="module")
+def whole_ops(graph: Graph) -> ChunkOps:
+    return ChunkOps.build(whole_graph_plan(graph), dtype=DT)
+
+
+@pytest.fixture(scope="module")
+def chunks(graph: Graph) -> list[tuple[object, ChunkOps]]:
+    plans = build_chunk_plans(graph, OFFSETS)
+    assert any(p.num_halo > 0 for p in plans)  # the test must exercise halo rows
+    return [(p, ChunkOps.build(p, dtype=DT)) for p in plans]
+
+
+def make_layer(kind: str, d_in: int, d_out: int, l: int = 1):
+    if kind == "gcn":
+        return GCNLayer(d_in, d_out)
+    if kind == "sage":
+        return SAGELayer(d_in, d_out)
+    if kind == "mlp":
+        return MLPLayer(d_in, d_out)
+    if kind == "gcnii":
+        return GCNIILayer(d_out, l, alpha=0.2, lambda_=0.7)
+    if kind == "resgcn+":
+        return ResGCNPlusLayer(d_in, d_out, first=(l == 1))
+    raise AssertionError(kind)
+
+
+def _perturb_(module: torch.nn.Module, seed: int) -> None:
+    """Random non-zero values for every parameter (biases and LayerNorm included),
+    so that no term of the layer is trivially zero or one."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+
+
+CASES = [
+    ("gcn", 6, 5, 1), ("gcn", 5, 9, 1),      # both matmul orders
+    ("sage", 6, 5, 1), ("sage", 5, 9, 1),
+    ("mlp", 6, 5, 1),
+    ("gcnii", 5, 5, 1), ("gcnii", 5, 5, 7),
+    ("resgcn+", 6, 5, 1), ("resgcn+", 5, 5, 3),
+]
+
+
+@pytest.mark.parametrize("kind,d_in,d_out,l", CASES)
+def test_layer_chunked_equals_whole_graph_forward_and_backward(graph, whole_ops, chunks, kind, d_in, d_out, l):
+    torch.manual_seed(1)
+    layer = make_layer(kind, d_in, d_out, l).to(DT)
+    _perturb_(layer, 2)
+    n = graph.num_nodes
+    gen = torch.Generator().manual_seed(3)
+    h_in = torch.randn(n, d_in, generator=gen, dtype=DT)
+    h0 = torch.randn(n, d_out, generator=gen, dtype=DT)
+    g_out = torch.randn(n, d_out, generator=gen, dtype=DT)  # upstream gradient
+
+    # Whole graph.
+    x_w = h_in.clone().requires_grad_(True)
+    h0_w = h0.clone().requires_grad_(True)
+    out_w = layer(x_w, whole_ops, h0_w if layer.needs_h0 else None)
+    layer.zero_grad()
+    (out_w * g_out).sum().backward()
+    grads_w = [p.grad.clone() for p in layer.parameters()]
+
+    # Chunk by chunk, [own | halo] rows gathered from the previous layer's full output.
+    x_c = h_in.clone().requires_grad_(True)
+    h0_c = h0.clone().requires_grad_(True)
+    layer.zero_grad()
+    rows = []
+    for plan, ops in chunks:
+        h_local = x_c[plan.local_global_nid]
+        h0_own = h0_c[plan.row_start:plan.row_end] if layer.needs_h0 else None
+        out_k = layer(h_local, ops, h0_own)
+        assert out_k.shape == (plan.num_own, d_out)
+        (out_k * g_out[plan.row_start:plan.row_end]).sum().backward()
+        rows.append(out_k.detach())
+    out_c = torch.cat(rows)
+
+    torch.testing.assert_close(out_c, out_w.detach(), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(x_c.grad, x_w.grad, rtol=RTOL, atol=ATOL)
+    if layer.needs_h0:
+        torch.testing.assert_close(h0_c.grad, h0_w.grad, rtol=RTOL, atol=ATOL)
+    for p, gw in zip(layer.parameters(), grads_w):
+        torch.testing.assert_close(p.grad, gw, rtol=RTOL, atol=ATOL)
+    # The gradient must reach the input (otherwise the comparison above is vacuous).
+    assert x_w.grad.abs().sum() > 0
+
+
+def dense_a_hat(graph: Graph) -> np.ndarray:
+    """D^-1/2 (A + I) D^-1/2 with A[v, u] = 1 for an edge u -> v, D = in-degree + 1."""
+    n = graph.num_nodes
+    a = np.zeros((n, n))
+    a[graph.dst_index().numpy(), graph.indices.numpy()] = 1.0
+    a += np.eye(n)
+    d = a.sum(axis=1)
+    return a / np.sqrt(d)[:, None] / np.sqrt(d)[None, :]
+
+
+def test_gcn_layer_matches_dense_numpy_reference(graph, whole_ops):
+    torch.manual_seed(0)
+    layer = GCNLayer(6, 4).to(DT)
+    _perturb_(layer, 5)
+    x = torch.randn(graph.num_nodes, 6, dtype=DT)
+    ref = dense_a_hat(graph) @ x.numpy() @ layer.weight.detach().numpy() + layer.bias.detach().numpy()
+    out = layer(x, whole_ops)
+    torch.testing.assert_close(out.detach(), torch.from_numpy(np.maximum(ref, 0.0)), rtol=RTOL, atol=ATOL)
+    layer.activation = False
+    torch.testing.assert_close(layer(x, whole_ops).detach(), torch.from_numpy(ref), rtol=RTOL, atol=ATOL)
+
+
+def test_sage_layer_matches_dense_mean_reference(graph, whole_ops):
+    torch.manual_seed(0)
+    layer = SAGELayer(6, 4, activation=False).to(DT)
+    _perturb_(layer, 6)
+    n = graph.num_nodes
+    a = np.zeros((n, n))
+    a[graph.dst_index().numpy(), graph.indices.numpy()] = 1.0
+    deg = a.sum(axis=1, keepdims=True)
+    mean = a / np.maximum(deg, 1.0)  # isolated rows aggregate to 0
+    x = torch.randn(n, 6, dtype=DT).numpy()
+    ws, wn, b = (t.detach().numpy() for t in (layer.weight_self, layer.weight_nbr, layer.bias))
+    ref = x @ ws + mean @ x @ wn + b
+    out = layer(torch.from_numpy(x), whole_ops)
+    torch.testing.assert_close(out.detach(), torch.from_numpy(ref), rtol=RTOL, atol=ATOL)
+
+
+def test_gcn_layer_matches_pyg_gcnconv(graph, whole_ops):
+    pyg = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    ours = GCNLayer(6, 4, activation=False).to(DT)
+    _perturb_(ours, 7)
+    ref = pyg.GCNConv(6, 4).to(DT)
+    with torch.no_grad():
+        ref.lin.weight.copy_(ours.weight.T)
+        ref.bias.copy_(ours.bias)
+    x = torch.randn(graph.num_nodes, 6, dtype=DT)
+    torch.testing.assert_close(ours(x, whole_ops), ref(x, graph.edge_index()), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("l", [1, 5])
+def test_gcnii_layer_matches_pyg_gcn2conv(graph, whole_ops, l):
+    pyg = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    ours = GCNIILayer(5, l, alpha=0.1, lambda_=0.5, activation=False).to(DT)
+    _perturb_(ours, 8)
+    ref = pyg.GCN2Conv(5, alpha=0.1, theta=0.5, layer=l, shared_weights=True).to(DT)
+    with torch.no_grad():
+        ref.weight1.copy_(ours.weight)
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(graph.num_nodes, 5, generator=gen, dtype=DT)
+    x0 = torch.randn(graph.num_nodes, 5, generator=gen, dtype=DT)
+    torch.testing.assert_close(ours(x, whole_ops, x0), ref(x, x0, graph.edge_index()), rtol=RTOL, atol=ATOL)
+
+
+def test_sage_layer_matches_pyg_sageconv(graph, whole_ops):
+    pyg = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    ours = SAGELayer(6, 4, activation=False).to(DT)
+    _perturb_(ours, 10)
+    ref = pyg.SAGEConv(6, 4, aggr="mean").to(DT)
+    with torch.no_grad():
+        ref.lin_l.weight.copy_(ours.weight_nbr.T)  # lin_l: neighbours, with the bias
+        ref.lin_l.bias.copy_(ours.bias)
+        ref.lin_r.weight.copy_(ours.weight_self.T)  # lin_r: the root, no bias
+    x = torch.randn(graph.num_nodes, 6, dtype=DT)
+    torch.testing.assert_close(ours(x, whole_ops), ref(x, graph.edge_index()), rtol=RTOL, atol=ATOL)
+
+
+def test_gcnii_beta_follows_the_paper():
+    for l in (1, 2, 10, 64):
+        assert GCNIILayer(4, l, lambda_=0.5).beta == pytest.approx(np.log(0.5 / l + 1.0), rel=1e-15)
+    with pytest.raises(ValueError):
+        GCNIILayer(4, 0)
+
+
+def test_mlp_layer_ignores_the_halo(chunks):
+    plan, ops = next((p, o) for p, o in chunks if p.num_halo > 0)
+    torch.manual_seed(0)
+    layer = MLPLayer(3, 2).to(DT)
+    h = torch.randn(ops.num_local, 3, dtype=DT)
+    h2 = h.clone()
+    h2[ops.num_own:] = torch.randn(ops.num_halo, 3, dtype=DT)
+    torch.testing.assert_close(layer(h, ops), layer(h2, ops), rtol=0, atol=0)
+    ref = torch.relu(h[: ops.num_own] @ layer.weight + layer.bias)
+    torch.testing.assert_close(layer(h, ops), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_dropout_is_on_the_layer_input_and_off_in_eval(whole_ops, graph):
+    torch.manual_seed(0)
+    layer = GCNLayer(6, 4, dropout=0.5, activation=False).to(DT)
+    x = torch.randn(graph.num_nodes, 6, dtype=DT)
+    layer.eval()
+    torch.testing.assert_close(layer(x, whole_ops), layer(x, whole_ops), rtol=0, atol=0)
+    layer.train()
+    torch.manual_seed(11)
+    out = layer(x, whole_ops)
+    torch.manual_seed(11)
+    mask = torch.nn.functional.dropout(torch.ones_like(x), 0.5, True)
+    layer.eval()
+    torch.testing.assert_close(out, layer(x * mask, whole_ops), rtol=RTOL, atol=ATOL)
