@@ -1,0 +1,127 @@
+"""Chunk plans: the chunks' local CSRs with their halos reproduce the graph exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnpipe.errors import PartitionError
+from gnnpipe.partition import (
+    build_chunk_plans,
+    halo_send_lists,
+    make_partition,
+    reorder,
+    whole_graph_plan,
+)
+
+
+def _reassemble(plans, n: int) -> torch.Tensor:
+    """Dense [N, N] count matrix (v, u) rebuilt from the chunk plans by a Python loop."""
+    a = torch.zeros(n, n, dtype=torch.int64)
+    for plan in plans:
+        halo = plan.halo_global_nid.tolist()
+        indptr, indices = plan.indptr.tolist(), plan.indices.tolist()
+        for r in range(plan.num_own):
+            v = plan.row_start + r
+            for j in range(indptr[r], indptr[r + 1]):
+                local = indices[j]
+                u = plan.row_start + local if local < plan.num_own else halo[local - plan.num_own]
+                a[v, u] += 1
+    return a
+
+
+def _offsets_with_empty_chunks(n: int, gen: torch.Generator) -> torch.Tensor:
+    """Random cut points, including repeated ones (empty chunks) and an empty last chunk."""
+    cuts = torch.sort(torch.randint(0, n + 1, (6,), generator=gen)).values
+    cuts = torch.cat([cuts[:3], cuts[2:3], cuts[3:]])  # a repeated cut = an empty chunk
+    return torch.cat([torch.tensor([0, 0]), cuts, torch.tensor([n, n])])
+
+
+def _brute_force_checks(graph, plans, offsets, dense) -> None:
+    n = graph.num_nodes
+    num_chunks = offsets.numel() - 1
+    assert len(plans) == num_chunks
+    # Exact reassembly, multiplicities included.
+    assert torch.equal(_reassemble(plans, n), dense(graph))
+    assert sum(p.num_edges for p in plans) == graph.num_edges
+    deg = dense(graph).sum(dim=1)
+    chunk_of = {v: k for k in range(num_chunks) for v in range(int(offsets[k]), int(offsets[k + 1]))}
+    for k, plan in enumerate(plans):
+        a, b = int(offsets[k]), int(offsets[k + 1])
+        assert (plan.chunk_idx, plan.num_chunks, plan.row_start, plan.row_end) == (k, num_chunks, a, b)
+        assert plan.indptr.numel() == b - a + 1 and int(plan.indptr[0]) == 0
+        # Halo = sources of in-edges of the chunk that lie outside it, sorted.
+        want_halo = sorted({u for v in range(a, b)
+                            for u in graph.indices[graph.indptr[v]:graph.indptr[v + 1]].tolist()
+                            if not a <= u < b})
+        assert plan.halo_global_nid.tolist() == want_halo
+        # halo_chunk = owner chunk of each halo vertex.
+        assert plan.halo_chunk.tolist() == [chunk_of[u] for u in want_halo]
+        # in_degree = global in-degree of every local vertex.
+        assert torch.equal(plan.in_degree, deg[plan.local_global_nid])
+        assert plan.num_local == (b - a) + len(want_halo)
+        if plan.num_edges:
+            assert int(plan.indices.min()) >= 0 and int(plan.indices.max()) < plan.num_local
+        # Sorted local ids within each row.
+        for r in range(plan.num_own):
+            row = plan.indices[plan.indptr[r]:plan.indptr[r + 1]]
+            assert torch.equal(row, torch.sort(row).values)
+        assert torch.equal(plan.dst_local(), torch.repeat_interleave(
+            torch.arange(plan.num_own), plan.indptr[1:] - plan.indptr[:-1]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_plans_reproduce_adjacency_with_empty_chunks(make_graph, dense, seed):
+    g = make_graph(70, 260, seed=seed)
+    gen = torch.Generator().manual_seed(100 + seed)
+    offsets = _offsets_with_empty_chunks(g.num_nodes, gen)
+    assert bool((offsets[1:] == offsets[:-1]).any())  # the case under test
+    plans = build_chunk_plans(g, offsets)
+    _brute_force_checks(g, plans, offsets, dense)
+    for k in torch.nonzero(offsets[1:] == offsets[:-1]).flatten().tolist():
+        assert plans[k].num_own == 0 and plans[k].num_edges == 0 and plans[k].num_halo == 0
+
+
+@pytest.mark.parametrize("method", ["metis", "random"])
+def test_plans_of_a_reordered_partition(make_graph, dense, method):
+    g = make_graph(120, 500, seed=3)
+    part = make_partition(g, 6, method=method)
+    r = reorder(g, part)
+    plans = build_chunk_plans(r, part.offsets)
+    _brute_force_checks(r, plans, part.offsets, dense)
+
+
+def test_whole_graph_plan_is_the_graph(make_graph, dense):
+    g = make_graph(60, 200, seed=4)
+    plan = whole_graph_plan(g)
+    assert plan.num_halo == 0 and plan.num_own == g.num_nodes
+    assert torch.equal(plan.indptr, g.indptr) and torch.equal(plan.indices, g.indices)
+    assert torch.equal(plan.in_degree, g.in_degree)
+
+
+def test_halo_send_lists_are_slices_of_the_readers_halo(make_graph):
+    g = make_graph(100, 400, seed=5)
+    part = make_partition(g, 5, method="random", seed=1)
+    r = reorder(g, part)
+    plans = build_chunk_plans(r, part.offsets)
+    send = halo_send_lists(plans)
+    for q, plan in enumerate(plans):
+        got = torch.cat([send[p][q] for p in range(len(plans)) if p != q])
+        # Senders in chunk order concatenate to q's halo, as it is sorted by owner too.
+        assert torch.equal(got, plan.halo_global_nid)
+        for p in range(len(plans)):
+            if p != q:
+                a, b = part.part_range(p)
+                assert bool(((send[p][q] >= a) & (send[p][q] < b)).all())
+        assert send[q][q].numel() == 0
+
+
+@pytest.mark.parametrize(
+    "offsets, needle",
+    [([0, 30, 20, 60], "non-decreasing"), ([1, 30, 60], "from 0 to N=60"),
+     ([0, 30, 59], "from 0 to N=60"), ([0], ">= 2")],
+)
+def test_bad_offsets(make_graph, offsets, needle):
+    g = make_graph(60, 200, seed=6)
+    with pytest.raises(PartitionError, match=needle):
+        build_chunk_plans(g, torch.tensor(offsets))
