@@ -1,0 +1,191 @@
+"""Config dataclasses: every bad value is a one-line ConfigError naming its field;
+defaults resolve; TOML loading with overrides and unknown keys."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from gnnpipe.config import DataConfig, ModelConfig, ParallelConfig, RunConfig, TrainConfig
+from gnnpipe.errors import ConfigError
+
+BAD = [
+    (ModelConfig, {"model": "gat"}, "model.model"),
+    (ModelConfig, {"layers": 0}, "model.layers"),
+    (ModelConfig, {"layers": "8"}, "model.layers"),
+    (ModelConfig, {"layers": True}, "model.layers"),
+    (ModelConfig, {"hidden": 0}, "model.hidden"),
+    (ModelConfig, {"dropout": 1.0}, "model.dropout"),
+    (ModelConfig, {"dropout": -0.1}, "model.dropout"),
+    (ModelConfig, {"alpha": 1.5}, "model.alpha"),
+    (ModelConfig, {"lambda_": 0.0}, "model.lambda_"),
+    (ModelConfig, {"input_proj": "yes"}, "model.input_proj"),
+    (TrainConfig, {"epochs": 0}, "train.epochs"),
+    (TrainConfig, {"lr": 0.0}, "train.lr"),
+    (TrainConfig, {"lr": -1e-3}, "train.lr"),
+    (TrainConfig, {"lr": float("nan")}, "train.lr"),
+    (TrainConfig, {"lr": "fast"}, "train.lr"),
+    (TrainConfig, {"weight_decay": -1.0}, "train.weight_decay"),
+    (TrainConfig, {"layer_weight_decay": -1.0}, "train.layer_weight_decay"),
+    (TrainConfig, {"eval_every": 0}, "train.eval_every"),
+    (TrainConfig, {"patience": 0}, "train.patience"),
+    (TrainConfig, {"dtype": "float16"}, "train.dtype"),
+    (TrainConfig, {"log_level": "LOUD"}, "train.log_level"),
+    (TrainConfig, {"seed": -1}, "train.seed"),
+    (DataConfig, {"dataset": ""}, "data.dataset"),
+    (DataConfig, {"options": [1, 2]}, "data.options"),
+    (ParallelConfig, {"mode": "data"}, "parallel.mode"),
+    (ParallelConfig, {"mode": "pipeline", "workers": 0}, "parallel.workers"),
+    (ParallelConfig, {"mode": "single", "workers": 2}, "parallel.workers"),
+    (ParallelConfig, {"mode": "pipeline", "chunks": 0}, "parallel.chunks"),
+    (ParallelConfig, {"mode": "graph", "workers": 2, "chunks": 3}, "parallel.chunks"),
+    (ParallelConfig, {"mode": "pipeline", "ways": 2}, "parallel.ways"),
+    (ParallelConfig, {"mode": "hybrid", "workers": 6, "ways": 4}, "parallel.ways"),
+    (ParallelConfig, {"mode": "pipeline", "workers": 2, "stage_split": (4, 2, 2)}, "parallel.stage_split"),
+    (ParallelConfig, {"mode": "pipeline", "workers": 2, "stage_split": (8, 0)}, "parallel.stage_split"),
+    (ParallelConfig, {"partition": "kway"}, "parallel.partition"),
+    (ParallelConfig, {"backend": "mpi"}, "parallel.backend"),
+    (ParallelConfig, {"device": "tpu"}, "parallel.device"),
+    (ParallelConfig, {"kernel_backend": "cusparse"}, "parallel.kernel_backend"),
+    (ParallelConfig, {"snapshot_period": 0}, "parallel.snapshot_period"),
+    (ParallelConfig, {"history_init": "ones"}, "parallel.history_init"),
+]
+
+
+@pytest.mark.parametrize("cls,kwargs,field_name", BAD, ids=[f"{b[2]}={list(b[1].values())[-1]!r}" for b in BAD])
+def test_bad_value_raises_one_line_naming_the_field(cls, kwargs, field_name):
+    with pytest.raises(ConfigError) as info:
+        cls(**kwargs)
+    msg = str(info.value)
+    assert msg.startswith(field_name + ":")
+    assert "\n" not in msg
+
+
+def test_defaults_are_valid_and_roundtrip_through_dict():
+    cfg = RunConfig()
+    again = RunConfig.from_dict(cfg.to_dict())
+    assert again == cfg
+    assert again.to_dict() == cfg.to_dict()
+
+
+def test_resolved_defaults_depend_on_the_mode():
+    assert ParallelConfig(mode="single").chunks == 1
+    pipe = ParallelConfig(mode="pipeline", workers=3)
+    assert (pipe.stages, pipe.chunks, pipe.ways) == (3, 12, 1)
+    graph = ParallelConfig(mode="graph", workers=4)
+    assert (graph.stages, graph.chunks) == (1, 4)
+    hyb = ParallelConfig(mode="hybrid", workers=4)
+    assert (hyb.ways, hyb.stages, hyb.chunks) == (2, 2, 16)
+    assert pipe.layer_split(8) == (3, 3, 2)
+    assert sum(pipe.layer_split(8)) == 8
+
+
+def test_int_is_accepted_for_float_and_list_for_tuple():
+    t = TrainConfig(lr=1)
+    assert isinstance(t.lr, float) and t.lr == 1.0
+    p = ParallelConfig(mode="pipeline", workers=2, stage_split=[5, 3])
+    assert p.stage_split == (5, 3)
+
+
+@pytest.mark.parametrize("kwargs,field_name", [
+    ({"model": ModelConfig(layers=2), "parallel": ParallelConfig(mode="pipeline", workers=4)}, "model.layers"),
+    ({"model": ModelConfig(layers=8), "parallel": ParallelConfig(mode="pipeline", workers=2, stage_split=(4, 3))},
+     "parallel.stage_split"),
+])
+def test_cross_field_checks(kwargs, field_name):
+    with pytest.raises(ConfigError, match=r"^" + field_name.replace(".", r"\.") + ":"):
+        RunConfig(**kwargs)
+
+
+def test_more_chunks_than_vertices_is_rejected_once_n_is_known():
+    cfg = RunConfig(model=ModelConfig(layers=4), parallel=ParallelConfig(mode="pipeline", workers=2, chunks=50))
+    cfg.check_against_graph(50)
+    with pytest.raises(ConfigError, match=r"^parallel\.chunks: .*N=49"):
+        cfg.check_against_graph(49)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
+def test_nccl_or_cuda_without_cuda_is_rejected():
+    with pytest.raises(ConfigError, match=r"^parallel\.backend: .*nccl"):
+        ParallelConfig(mode="graph", workers=2, backend="nccl")
+    with pytest.raises(ConfigError, match=r"^parallel\.device: "):
+        ParallelConfig(device="cuda")
+    p = ParallelConfig(mode="graph", workers=2)
+    assert (p.resolved_device(), p.resolved_backend()) == ("cpu", "gloo")
+
+
+def test_configs_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ModelConfig().layers = 3  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------- TOML
+TOML = """
+[data]
+dataset = "synthetic"
+[data.options]
+num_nodes = 700
+[model]
+model = "sage"
+layers = 6
+[train]
+lr = 0.005
+epochs = 7
+[parallel]
+mode = "pipeline"
+workers = 3
+stage_split = [2, 2, 2]
+"""
+
+
+def test_from_toml_reads_every_section(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(TOML)
+    cfg = RunConfig.from_toml(path)
+    assert cfg.data.options == {"num_nodes": 700}
+    assert (cfg.model.model, cfg.model.layers) == ("sage", 6)
+    assert (cfg.train.lr, cfg.train.epochs) == (0.005, 7)
+    assert (cfg.parallel.mode, cfg.parallel.workers, cfg.parallel.stage_split) == ("pipeline", 3, (2, 2, 2))
+    assert cfg.parallel.chunks == 12
+
+
+def test_overrides_beat_the_file_nested_or_dotted(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(TOML)
+    cfg = RunConfig.from_toml(path, {"model": {"layers": 9}, "parallel.stage_split": [3, 3, 3],
+                                     "data": {"options": {"seed": 4}}})
+    assert cfg.model.layers == 9
+    assert cfg.parallel.stage_split == (3, 3, 3)
+    assert cfg.data.options == {"num_nodes": 700, "seed": 4}
+    assert cfg.model.model == "sage"  # untouched keys keep the file's value
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("[model]\nlayer = 3\n", "unknown key 'layer' in section [model]"),
+    ("[parallel]\nstages = 3\n", "unknown key 'stages' in section [parallel]"),
+    ("[optim]\nlr = 3\n", "unknown section [optim]"),
+    ("[model]\nlayers = \n", "expected valid TOML"),
+    ("[model]\nlayers = 'eight'\n", "model.layers: expected int"),
+])
+def test_bad_toml_is_one_line_config_error(tmp_path, text, needle):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_toml(path)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_toml_file_is_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="expected an existing TOML file"):
+        RunConfig.from_toml(tmp_path / "nope.toml")
+
+
+def test_data_root_falls_back_to_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("GNNPIPE_DATA_ROOT", str(tmp_path))
+    assert DataConfig().resolved_root() == str(tmp_path)
+    assert DataConfig(root="/elsewhere").resolved_root() == "/elsewhere"
+    monkeypatch.delenv("GNNPIPE_DATA_ROOT")
+    assert DataConfig().resolved_root() is None
