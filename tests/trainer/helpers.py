@@ -17,11 +17,10 @@ def easy_graph(num_nodes: int = 300, num_classes: int = 3, num_features: int = 1
     y = torch.randint(0, num_classes, (num_nodes,), generator=g)
     centers = torch.randn(num_classes, num_features, generator=g) * 1.5
     x = centers[y] + noise * torch.randn(num_nodes, num_features, generator=g)
-    # ~6 same-class and ~1 other-class neighbour per vertex, both directions.
+    # ~6 same-class and ~1 random neighbour per vertex, both directions, no self-loops.
     src, dst = [], []
     for _ in range(6):
         s = torch.arange(num_nodes)
-        perm = torch.randperm(num_nodes, generator=g)
         # pair each vertex with a random vertex of its own class
         same = torch.empty(num_nodes, dtype=torch.long)
         for c in range(num_classes):
@@ -29,7 +28,6 @@ def easy_graph(num_nodes: int = 300, num_classes: int = 3, num_features: int = 1
             same[idx] = idx[torch.randperm(idx.numel(), generator=g)]
         src += [s, same]
         dst += [same, s]
-        del perm
     noise_dst = torch.randint(0, num_nodes, (num_nodes,), generator=g)
     src += [torch.arange(num_nodes), noise_dst]
     dst += [noise_dst, torch.arange(num_nodes)]
@@ -40,4 +38,4 @@ def easy_graph(num_nodes: int = 300, num_classes: int = 3, num_features: int = 1
         ei, x, y, num_nodes=num_nodes, num_classes=num_classes,
         train_mask=order[:n_tr], val_mask=order[n_tr:n_tr + n_va], test_mask=order[n_tr + n_va:],
         name=name,
-    ).remove_duplicate_edges().validate()
+    ).remove_duplicate_edges().remove_self_loops().validate()
