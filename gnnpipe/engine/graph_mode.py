@@ -1,0 +1,258 @@
+"""Mode ``graph``: exact graph parallelism (DESIGN.md 4).
+
+Worker p owns chunk p of a P-way partition and ALL L layers for those rows. Per layer
+it needs the layer input of its halo rows, which other workers own:
+
+* layer 1 reads ``encode(X)``; X is replicated on every worker, so each worker
+  encodes its halo rows itself and nothing crosses workers (DESIGN.md 4: "Layer 1
+  needs no exchange when X is replicated");
+* layers 2..L: before layer l every worker sends the rows of its layer-(l-1) output
+  that others read (:func:`gnnpipe.partition.halo_send_lists`) and receives its own
+  halo rows; in backward the gradients of those halo rows travel back to their owners,
+  who add them to the gradients of their own rows (:class:`_HaloExchange`).
+
+Weight gradients are summed over the workers (one bucketed ring all-reduce) and every
+worker takes the same Adam step on its full replica, so with dropout 0 the run equals
+``single`` up to float re-association: same logits, loss and gradients. (With dropout
+> 0 a halo row of layer l is dropped out by its reader with a mask of its own, the
+same distribution as in ``single`` but not the same sample; see
+:mod:`gnnpipe.models.layers`.)
+
+Volume (DESIGN.md 7, total over all workers, element size ``e`` of the dtype):
+``halo_rows = halo_gradients = e * M * sum_{l=2..L} d_l`` (``d_l`` the input width of
+layer l: H for every model), the "less the first term" form because X is replicated,
+and ``weight_allreduce = e * 2 (P-1) |theta|``: what the ring of
+:meth:`Comm.all_reduce_sum` actually sends. ``M`` = sum of the halo sizes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gnnpipe.engine.context import EpochStats, WorkerContext
+from gnnpipe.errors import ConfigError
+
+__all__ = ["GraphRunner", "HaloExchanger", "predicted_graph_bytes"]
+
+logger = logging.getLogger(__name__)
+
+
+class HaloExchanger:
+    """Which own rows this worker sends to whom, and where received rows go.
+
+    Built once from the chunk plans. Chunks are contiguous and a halo is sorted by
+    ``global_nid``, so the halo rows owned by chunk q form one contiguous slice of this
+    chunk's halo, and chunk p's send list to q is, in order, that slice of q's halo.
+
+    Shapes: ``send_index[q]`` int64 [n_pq] (own local_nid sent to q);
+    ``recv_slice[q]`` a slice of the halo rows [num_halo].
+    """
+
+    def __init__(self, plans: Any, rank: int, comm: Any, device: torch.device) -> None:
+        from gnnpipe.partition import halo_send_lists
+
+        self.rank = rank
+        self.comm = comm
+        plan = plans[rank]
+        self.num_own = plan.num_own
+        self.num_halo = plan.num_halo
+        send = halo_send_lists(plans)[rank]
+        self.send_index: dict[int, Tensor] = {
+            q: (send[q] - plan.row_start).to(device)
+            for q in range(len(plans)) if q != rank and send[q].numel()
+        }
+        counts = torch.bincount(plan.halo_chunk, minlength=len(plans)).tolist()
+        self.recv_slice: dict[int, slice] = {}
+        start = 0
+        for q, n in enumerate(counts):
+            if n:
+                self.recv_slice[q] = slice(start, start + n)
+            start += n
+
+    def rows(self, h_own: Tensor, kind: str) -> Tensor:
+        """The halo rows of ``h_own`` (each worker passes its own rows).
+
+        Shapes: h_own [num_own, d] -> [num_halo, d]."""
+        d = h_own.shape[1]
+        halo = torch.empty(self.num_halo, d, dtype=h_own.dtype, device=h_own.device)
+        sends = {q: h_own.index_select(0, idx) for q, idx in self.send_index.items()}
+        recvs = {q: halo[s] for q, s in self.recv_slice.items()}
+        self.comm.exchange(sends, recvs, kind)
+        return halo
+
+    def gradients(self, grad_halo: Tensor, kind: str) -> Tensor:
+        """Send halo-row gradients to their owners; return the sum of what the readers
+        of this worker's rows sent back, placed on those rows.
+
+        Shapes: grad_halo [num_halo, d] -> [num_own, d]."""
+        d = grad_halo.shape[1]
+        grad_halo = grad_halo.contiguous()
+        sends = {q: grad_halo[s] for q, s in self.recv_slice.items()}
+        recvs = {q: torch.empty(idx.numel(), d, dtype=grad_halo.dtype, device=grad_halo.device)
+                 for q, idx in self.send_index.items()}
+        self.comm.exchange(sends, recvs, kind)
+        grad_own = torch.zeros(self.num_own, d, dtype=grad_halo.dtype, device=grad_halo.device)
+        for q, g in recvs.items():
+            # A row read by several workers gets the sum of their gradients.
+            grad_own.index_add_(0, self.send_index[q], g)
+        return grad_own
+
+
+class _HaloExchange(torch.autograd.Function):
+    """``halo = rows(h_own)`` forward; gradients back to the owners in backward.
+
+    Every worker runs the same layers in the same order, so every worker reaches the
+    backward of the same exchange in the same order and the p2p batches pair up.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, h_own: Tensor, exchanger: HaloExchanger) -> Tensor:  # type: ignore[override]
+        ctx.exchanger = exchanger
+        return exchanger.rows(h_own.detach(), "halo_rows")
+
+    @staticmethod
+    def backward(ctx: Any, grad_halo: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        return ctx.exchanger.gradients(grad_halo, "halo_gradients"), None
+
+
+def predicted_graph_bytes(model: Any, M: int, world_size: int, element_size: int = 4) -> dict[str, int]:
+    """DESIGN.md 7 for one training epoch of ``graph`` mode, total over all workers.
+
+    ``model`` gives the layer input widths (``model.layer_dims``) and ``|theta|``.
+    """
+    from gnnpipe.engine.comm import KINDS
+
+    out = dict.fromkeys(KINDS, 0)
+    widths = sum(int(d) for d in model.layer_dims[1:model.num_layers])  # inputs of layers 2..L
+    out["halo_rows"] = out["halo_gradients"] = element_size * int(M) * widths
+    numel = sum(p.numel() for p in model.parameters())
+    out["weight_allreduce"] = element_size * 2 * (world_size - 1) * numel
+    return out
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class GraphRunner:
+    """The ``graph`` mode runner (:class:`gnnpipe.engine.context.ModeRunner`).
+
+    Rank p owns chunk p (``config.parallel.chunks == world_size``) and a full replica
+    of the model.
+    """
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        from gnnpipe.kernels import ChunkOps
+        from gnnpipe.trainer.optim import model_optimizer
+
+        cfg = ctx.config
+        chunked = ctx.chunked
+        if chunked.num_chunks != ctx.world_size:
+            raise ConfigError(
+                f"parallel.chunks: expected workers={ctx.world_size} chunks in graph mode, "
+                f"found {chunked.num_chunks}"
+            )
+        self.ctx = ctx
+        self.comm = ctx.comm
+        self.device = ctx.device
+        self.rank = ctx.rank
+        plan = chunked.plans[ctx.rank]
+        self.plan = plan
+        g = chunked.graph
+        self.ops = ChunkOps.build(plan, device=ctx.device, dtype=ctx.dtype, backend=cfg.parallel.kernel_backend)
+        self.exchanger = HaloExchanger(chunked.plans, ctx.rank, ctx.comm, ctx.device)
+        # X is replicated: this worker reads the features of its own AND halo rows.
+        self.x_local = g.features[plan.local_global_nid].to(device=ctx.device, dtype=ctx.dtype)
+        own = slice(plan.row_start, plan.row_end)
+        self.labels = g.labels[own].to(ctx.device)
+        self.masks = tuple(m[own].to(ctx.device) for m in (g.train_mask, g.val_mask, g.test_mask))
+        self.num_train = int(g.train_mask.sum())
+        self.model = ctx.model.to(device=ctx.device, dtype=ctx.dtype)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = model_optimizer(self.model, cfg.train)
+        self.element_size = torch.empty(0, dtype=ctx.dtype).element_size()
+        self._last_logits: Tensor | None = None
+        self._stashed: dict[str, int] = {}
+        logger.info("graph mode: chunk %d rows [%d, %d), halo %d, sends to %d workers",
+                    plan.chunk_idx, plan.row_start, plan.row_end, plan.num_halo,
+                    len(self.exchanger.send_index))
+
+    # ------------------------------------------------------------------ forward
+    def _forward(self, training: bool) -> Tensor:
+        """Logits of the own rows; halo exchanges counted as training or evaluation.
+
+        Shapes: -> [num_own, C]."""
+        model, ops = self.model, self.ops
+        h0_local = model.encode(self.x_local)             # [num_local, H]: no exchange
+        h0 = h0_local[: ops.num_own] if model.needs_h0 else None
+        h_local = h0_local
+        for i, layer in enumerate(model.layers):
+            if i > 0:
+                if training:
+                    halo = _HaloExchange.apply(h_own, self.exchanger)
+                else:
+                    halo = self.exchanger.rows(h_own, "evaluation")
+                h_local = torch.cat([h_own, halo])
+            h_own = layer(h_local, ops, h0)
+        return model.decode(h_own)
+
+    # ------------------------------------------------------------------ protocol
+    def train_epoch(self, epoch: int) -> EpochStats:
+        """One forward/backward over the whole graph, summed gradients, one step."""
+        from gnnpipe.trainer.evaluate import training_loss
+
+        # Whatever was sent since the last epoch (evaluation) is not this epoch's.
+        self._stashed = self.comm.take_counters()
+        self.comm.take_wait_time()
+        _sync(self.device)
+        t0 = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=False)
+        logits = self._forward(training=True)
+        loss = training_loss(logits, self.labels, self.masks[0], self.num_train)
+        loss.backward()
+        # Every worker must all-reduce the same bucket: a parameter that no own row
+        # touched still contributes its zero gradient.
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        self.comm.all_reduce_sum(grads, "weight_allreduce")
+        for p, g in zip(self.params, grads):
+            p.grad = g
+        self.optimizer.step()
+        self._last_logits = logits.detach()
+        # The losses of the parts add up to the full-graph loss (DESIGN.md 3).
+        (total_loss,) = self.comm.all_reduce_control([float(loss.detach())])
+        _sync(self.device)
+        wall = time.perf_counter() - t0
+        wait = self.comm.take_wait_time()
+        return EpochStats(loss=total_loss, bytes_sent=self.comm.take_counters(),
+                          compute_s=max(0.0, wall - wait), comm_wait_s=wait)
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Exact full-graph inference in eval mode (fresh halo rows at every layer)."""
+        from gnnpipe.trainer.evaluate import correct_counts, split_accuracies
+
+        self.model.eval()
+        counts = correct_counts(self._forward(training=False), self.labels, self.masks)
+        summed = self.comm.all_reduce_control(counts.tolist())
+        train, val, test = split_accuracies(torch.tensor(summed, dtype=torch.float64))
+        return {"train": train, "val": val, "test": test}
+
+    def predicted_bytes(self) -> dict[str, int]:
+        return predicted_graph_bytes(self.model, self.ctx.chunked.stats.M, self.ctx.world_size,
+                                     self.element_size)
+
+    def owned_parameters(self) -> dict[str, Tensor]:
+        # Graph mode replicates the whole model: every rank owns (and steps) all of it.
+        return dict(self.model.named_parameters())
+
+    def last_logits(self) -> tuple[Tensor, Tensor] | None:
+        if self._last_logits is None:
+            return None
+        return self.plan.own_global_nid, self._last_logits
