@@ -47,10 +47,12 @@ class _ScatterMax(torch.autograd.Function):
         grad_x = torch.zeros_like(x)
         if not ctx.needs_input_grad[0] or src.numel() == 0:
             return grad_x, None, None, None
-        hit = (x[src] == out[dst]).to(x.dtype)  # [nnz, d]: 1 where this edge attains the max
-        ties = out.new_zeros(out.shape).index_add_(0, dst, hit)
+        at_max = x[src] == out[dst]  # [nnz, d]: where this edge attains the max
+        ties = out.new_zeros(out.shape).index_add_(0, dst, at_max.to(x.dtype))
         share = grad_y / ties.clamp_min(1)
-        grad_x.index_add_(0, src, hit * share[dst])
+        # index_add_ is deterministic on CPU, and on CUDA under
+        # torch.use_deterministic_algorithms(True).
+        grad_x.index_add_(0, src, share[dst].masked_fill_(~at_max, 0))
         return grad_x, None, None, None
 
 
