@@ -33,6 +33,7 @@ __all__ = [
     "reorder",
     "resolve_vertex_weights",
     "check_num_parts",
+    "symmetric_adjacency",
 ]
 
 logger = logging.getLogger(__name__)
@@ -205,6 +206,27 @@ def resolve_vertex_weights(graph: Graph, vertex_weights: VertexWeights) -> torch
 
 
 # ------------------------------------------------------------- partitioners
+def symmetric_adjacency(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(indptr, indices)`` of the undirected simple graph underlying ``graph``:
+    u ~ v iff u -> v or v -> u with u != v, each neighbour listed once, sorted.
+
+    The same set as ``graph.symmetrize().remove_self_loops()``, built with scipy's
+    sparse sum, which is an order of magnitude faster on million-edge graphs.
+
+    Shapes: returns int64 [N + 1], int64 [2 * num_undirected_edges].
+    """
+    import scipy.sparse as sp
+
+    n = graph.num_nodes
+    ones = np.ones(graph.num_edges, dtype=np.int8)
+    a = sp.csr_matrix((ones, graph.indices.numpy(), graph.indptr.numpy()), shape=(n, n))
+    s = (a + a.T).tocsr()
+    s.setdiag(0)
+    s.eliminate_zeros()  # drops the diagonal (self-loops)
+    s.sort_indices()
+    return s.indptr.astype(np.int64), s.indices.astype(np.int64)
+
+
 def metis_partition(
     graph: Graph,
     num_parts: int,
@@ -217,8 +239,7 @@ def metis_partition(
     """METIS k-way partition minimising the edge cut of the symmetrised graph.
 
     METIS needs an undirected graph without self-loops, so it runs on
-    ``graph.symmetrize().remove_self_loops()`` (duplicate edges merged, all edge
-    weights 1). ``seed`` is METIS' random seed: the same graph, parameters and seed
+    :func:`symmetric_adjacency` (duplicate edges merged, all edge weights 1). ``seed`` is METIS' random seed: the same graph, parameters and seed
     give the same partition. ``vertex_weights`` balances the parts by weight instead
     of by count (see :func:`resolve_vertex_weights`). ``recursive`` selects recursive
     bisection instead of k-way (pymetis' default: recursive for <= 8 parts);
@@ -236,11 +257,11 @@ def metis_partition(
 
     import pymetis
 
-    sym = graph.symmetrize().remove_self_loops()
+    sym_indptr, sym_indices = symmetric_adjacency(graph)
     idx_dtype = pymetis.zero_copy_dtype()
     adjacency = pymetis.CSRAdjacency(
-        adj_starts=sym.indptr.numpy().astype(idx_dtype, copy=False),
-        adjacent=sym.indices.numpy().astype(idx_dtype, copy=False),
+        adj_starts=sym_indptr.astype(idx_dtype, copy=False),
+        adjacent=sym_indices.astype(idx_dtype, copy=False),
     )
     options = pymetis.Options(seed=int(seed))
     if ufactor is not None:

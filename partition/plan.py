@@ -105,6 +105,7 @@ def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, .
     """
     offsets = _check_offsets(graph, offsets)
     num_chunks = int(offsets.numel() - 1)
+    n = graph.num_nodes
     degree = graph.in_degree
     plans = []
     for k in range(num_chunks):
@@ -114,15 +115,14 @@ def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, .
         indptr = graph.indptr[a : b + 1] - e0
         src = graph.indices[e0:e1]
         own = (src >= a) & (src < b)
-        halo = torch.unique(src[~own])  # sorted
-        local = torch.empty_like(src)
-        local[own] = src[own] - a
-        local[~own] = num_own + torch.searchsorted(halo, src[~own])
-        # Within a row the global sources are sorted, but halo sources below the chunk
-        # map above the own rows: re-sort each row by local id (rows stay in place).
-        num_local = num_own + int(halo.numel())
-        row = torch.repeat_interleave(torch.arange(num_own, dtype=torch.int64), indptr[1:] - indptr[:-1])
-        local = local[torch.argsort(row * max(num_local, 1) + local, stable=True)]
+        # Halo = distinct outside sources, sorted: mark them on an [N] table (O(N + nnz),
+        # no sort); the running count of marks is then each halo vertex's halo_nid.
+        is_halo = torch.zeros(n, dtype=torch.bool)
+        is_halo[src[~own]] = True
+        halo = torch.nonzero(is_halo).flatten()
+        halo_nid_of = torch.cumsum(is_halo, 0) - 1
+        local = torch.where(own, src - a, num_own + halo_nid_of[src])
+        local = _sort_rows_own_first(local, own, indptr)
         # searchsorted(right) - 1 is the last chunk starting at or before the vertex,
         # which skips empty chunks that share its start offset.
         halo_chunk = torch.searchsorted(offsets, halo, right=True) - 1
@@ -135,6 +135,35 @@ def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, .
             )
         )
     return tuple(plans)
+
+
+def _sort_rows_own_first(local: torch.Tensor, own: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:
+    """Sort the local ids of every row, given rows sorted by global id.
+
+    Within a row, own sources (local ids < num_own) and halo sources (local ids >=
+    num_own) are each already ascending, because both maps from global to local id are
+    increasing; only the halo sources *below* the chunk sit before the own ones. So
+    the sorted row is "own edges in order, then halo edges in order": a stable
+    partition of every row, computed with prefix sums instead of a sort.
+
+    Shapes: local, own [nnz]; indptr [num_own + 1]; returns [nnz].
+    """
+    nnz = local.numel()
+    if nnz == 0:
+        return local
+    counts = indptr[1:] - indptr[:-1]
+    row = torch.repeat_interleave(torch.arange(counts.numel(), dtype=torch.int64), counts)
+    own_i = own.to(torch.int64)
+    own_before = torch.zeros(nnz + 1, dtype=torch.int64)  # own edges before position j
+    own_before[1:] = torch.cumsum(own_i, 0)
+    row_start = indptr[:-1][row]
+    own_rank = own_before[:-1] - own_before[row_start]  # own edges before j in its row
+    own_in_row = (own_before[indptr[1:]] - own_before[indptr[:-1]])[row]
+    pos_in_row = torch.arange(nnz, dtype=torch.int64) - row_start
+    new_pos = row_start + torch.where(own, own_rank, own_in_row + pos_in_row - own_rank)
+    out = torch.empty_like(local)
+    out[new_pos] = local
+    return out
 
 
 def _check_offsets(graph: Graph, offsets: torch.Tensor) -> torch.Tensor:

@@ -21,12 +21,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from gnnpipe.data.graph import Graph
 from gnnpipe.errors import PartitionError
+from gnnpipe.partition.core import symmetric_adjacency
 
 __all__ = ["PartitionStats", "partition_stats", "pair_counts", "undirected_edge_cut", "format_stats_table"]
+
+
+#: Largest N * num_parts for which pair_counts marks pairs on a dense boolean table.
+_DENSE_TABLE_LIMIT = 1 << 27
 
 
 def _check_parts(graph: Graph, parts: torch.Tensor, num_parts: int) -> torch.Tensor:
@@ -58,25 +64,32 @@ def pair_counts(graph: Graph, parts: torch.Tensor, num_parts: int) -> torch.Tens
     dst_part = parts[graph.dst_index()]
     src_part = parts[src]
     cross = src_part != dst_part
-    # One key per distinct (source vertex, destination part) pair.
-    key = torch.unique(src[cross] * num_parts + dst_part[cross])
+    # One key per distinct (source vertex, destination part) pair: marked on an
+    # [N * P] table when that is small (no sort), else deduplicated by torch.unique.
+    key = src[cross] * num_parts + dst_part[cross]
+    table_size = graph.num_nodes * num_parts
+    if table_size <= _DENSE_TABLE_LIMIT:
+        seen = torch.zeros(table_size, dtype=torch.bool)
+        seen[key] = True
+        key = torch.nonzero(seen).flatten()
+    else:
+        key = torch.unique(key)
     u, q = key // num_parts, key % num_parts
     flat = torch.bincount(parts[u] * num_parts + q, minlength=num_parts * num_parts)
     return flat.reshape(num_parts, num_parts)
 
 
 def undirected_edge_cut(graph: Graph, parts: torch.Tensor, num_parts: int) -> tuple[int, int]:
-    """``(edge_cut, num_undirected_edges)`` of the symmetrised graph without self-loops.
+    """``(edge_cut, num_undirected_edges)`` of the symmetrised graph without self-loops
+    (the graph METIS partitions, :func:`gnnpipe.partition.core.symmetric_adjacency`).
 
     Shapes: parts int64 [N]."""
     parts = _check_parts(graph, parts, num_parts)
-    src, dst = graph.indices, graph.dst_index()
-    n = max(graph.num_nodes, 1)
-    lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
-    not_loop = lo != hi
-    key = torch.unique(lo[not_loop] * n + hi[not_loop])
-    a, b = key // n, key % n
-    return int((parts[a] != parts[b]).sum()), int(key.numel())
+    indptr, indices = symmetric_adjacency(graph)
+    # Every undirected edge is stored twice (u -> v and v -> u): count both, halve.
+    row = torch.repeat_interleave(torch.arange(graph.num_nodes), torch.from_numpy(np.diff(indptr)))
+    crossing = int((parts[row] != parts[torch.from_numpy(indices)]).sum())
+    return crossing // 2, int(indices.size) // 2
 
 
 @dataclass(frozen=True)
