@@ -74,29 +74,34 @@ class HaloExchanger:
                 self.recv_slice[q] = slice(start, start + n)
             start += n
 
-    def rows(self, h_own: Tensor, kind: str) -> Tensor:
-        """The halo rows of ``h_own`` (each worker passes its own rows).
+    def local_rows(self, h_own: Tensor, kind: str) -> Tensor:
+        """``cat(h_own, halo rows)``: sends the rows others read, receives this chunk's
+        halo straight into the tail of the result (no second copy).
 
-        Shapes: h_own [num_own, d] -> [num_halo, d]."""
+        Shapes: h_own [num_own, d] -> [num_local, d]."""
         d = h_own.shape[1]
-        halo = torch.empty(self.num_halo, d, dtype=h_own.dtype, device=h_own.device)
+        h_local = torch.empty(self.num_own + self.num_halo, d, dtype=h_own.dtype, device=h_own.device)
+        h_local[: self.num_own] = h_own
+        halo = h_local[self.num_own:]
         sends = {q: h_own.index_select(0, idx) for q, idx in self.send_index.items()}
         recvs = {q: halo[s] for q, s in self.recv_slice.items()}
         self.comm.exchange(sends, recvs, kind)
-        return halo
+        return h_local
 
-    def gradients(self, grad_halo: Tensor, kind: str) -> Tensor:
-        """Send halo-row gradients to their owners; return the sum of what the readers
-        of this worker's rows sent back, placed on those rows.
+    def own_gradients(self, grad_local: Tensor, kind: str) -> Tensor:
+        """Backward of :meth:`local_rows`: send the halo-row gradients to their owners
+        and add what the readers of this worker's rows sent back to the own-row
+        gradient.
 
-        Shapes: grad_halo [num_halo, d] -> [num_own, d]."""
-        d = grad_halo.shape[1]
-        grad_halo = grad_halo.contiguous()
+        Shapes: grad_local [num_local, d] -> [num_own, d]."""
+        d = grad_local.shape[1]
+        grad_local = grad_local.contiguous()
+        grad_halo = grad_local[self.num_own:]
         sends = {q: grad_halo[s] for q, s in self.recv_slice.items()}
-        recvs = {q: torch.empty(idx.numel(), d, dtype=grad_halo.dtype, device=grad_halo.device)
+        recvs = {q: torch.empty(idx.numel(), d, dtype=grad_local.dtype, device=grad_local.device)
                  for q, idx in self.send_index.items()}
         self.comm.exchange(sends, recvs, kind)
-        grad_own = torch.zeros(self.num_own, d, dtype=grad_halo.dtype, device=grad_halo.device)
+        grad_own = grad_local[: self.num_own].clone()
         for q, g in recvs.items():
             # A row read by several workers gets the sum of their gradients.
             grad_own.index_add_(0, self.send_index[q], g)
@@ -104,7 +109,8 @@ class HaloExchanger:
 
 
 class _HaloExchange(torch.autograd.Function):
-    """``halo = rows(h_own)`` forward; gradients back to the owners in backward.
+    """``h_local = local_rows(h_own)`` forward; halo gradients back to their owners in
+    backward.
 
     Every worker runs the same layers in the same order, so every worker reaches the
     backward of the same exchange in the same order and the p2p batches pair up.
@@ -113,11 +119,11 @@ class _HaloExchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, h_own: Tensor, exchanger: HaloExchanger) -> Tensor:  # type: ignore[override]
         ctx.exchanger = exchanger
-        return exchanger.rows(h_own.detach(), "halo_rows")
+        return exchanger.local_rows(h_own.detach(), "halo_rows")
 
     @staticmethod
-    def backward(ctx: Any, grad_halo: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
-        return ctx.exchanger.gradients(grad_halo, "halo_gradients"), None
+    def backward(ctx: Any, grad_local: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        return ctx.exchanger.own_gradients(grad_local, "halo_gradients"), None
 
 
 def predicted_graph_bytes(model: Any, M: int, world_size: int, element_size: int = 4) -> dict[str, int]:
@@ -174,6 +180,9 @@ class GraphRunner:
         self.masks = tuple(m[own].to(ctx.device) for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())
         self.model = ctx.model.to(device=ctx.device, dtype=ctx.dtype)
+        # Every rank starts from the same seed (identical weights), but its dropout
+        # masks must not be: otherwise own row i of every part would share one mask.
+        torch.manual_seed(cfg.train.seed + 1_000_003 * (ctx.rank + 1))
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = model_optimizer(self.model, cfg.train)
         self.element_size = torch.empty(0, dtype=ctx.dtype).element_size()
@@ -195,10 +204,9 @@ class GraphRunner:
         for i, layer in enumerate(model.layers):
             if i > 0:
                 if training:
-                    halo = _HaloExchange.apply(h_own, self.exchanger)
+                    h_local = _HaloExchange.apply(h_own, self.exchanger)
                 else:
-                    halo = self.exchanger.rows(h_own, "evaluation")
-                h_local = torch.cat([h_own, halo])
+                    h_local = self.exchanger.local_rows(h_own, "evaluation")
             h_own = layer(h_local, ops, h0)
         return model.decode(h_own)
 
