@@ -180,14 +180,10 @@ class GraphRunner:
         self.masks = tuple(m[own].to(ctx.device) for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())
         self.model = ctx.model.to(device=ctx.device, dtype=ctx.dtype)
-        # Every rank starts from the same seed (identical weights), but its dropout
-        # masks must not be: otherwise own row i of every part would share one mask.
-        torch.manual_seed(cfg.train.seed + 1_000_003 * (ctx.rank + 1))
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = model_optimizer(self.model, cfg.train)
         self.element_size = torch.empty(0, dtype=ctx.dtype).element_size()
         self._last_logits: Tensor | None = None
-        self._stashed: dict[str, int] = {}
         logger.info("graph mode: chunk %d rows [%d, %d), halo %d, sends to %d workers",
                     plan.chunk_idx, plan.row_start, plan.row_end, plan.num_halo,
                     len(self.exchanger.send_index))
@@ -215,9 +211,7 @@ class GraphRunner:
         """One forward/backward over the whole graph, summed gradients, one step."""
         from gnnpipe.trainer.evaluate import training_loss
 
-        # Whatever was sent since the last epoch (evaluation) is not this epoch's.
-        self._stashed = self.comm.take_counters()
-        self.comm.take_wait_time()
+        # The driver has taken the counters of whatever came before (evaluation).
         _sync(self.device)
         t0 = time.perf_counter()
         self.model.train()

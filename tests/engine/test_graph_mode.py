@@ -151,3 +151,29 @@ def test_graph_mode_equals_single_and_sends_the_formula_bytes(world: int) -> Non
         # Evaluation moves the halo rows once, forward only, counted apart.
         eval_total = sum(res[name]["eval_bytes"]["evaluation"] for res in results)
         assert eval_total == 8 * m * h * (layers - 1)
+
+
+def test_gnnpipe_train_graph_mode_record_matches_single(monkeypatch) -> None:
+    """Through the public entry (driver, launcher, record): per-epoch losses and
+    accuracies equal ``single``'s, and the counted bytes of every epoch equal the
+    prediction the record carries beside them."""
+    import gnnpipe
+    from gnnpipe.config import ModelConfig, ParallelConfig, TrainConfig
+    from gnnpipe.trainer.record import check_record
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    graph = _graph()
+    model = ModelConfig(model="gcnii", layers=3, hidden=6, dropout=0.0)
+    train = TrainConfig(epochs=4, lr=0.05, weight_decay=1e-3, dtype="float64", seed=3, eval_every=2)
+    single = gnnpipe.train(graph, model, train, ParallelConfig(mode="single", device="cpu"))
+    dist = gnnpipe.train(graph, model, train, ParallelConfig(mode="graph", workers=2, device="cpu"))
+    check_record(dist)
+    assert dist["mode"] == "graph" and dist["world_size"] == 2
+    assert len(dist["epochs"]) == len(single["epochs"]) == 4
+    for d, s in zip(dist["epochs"], single["epochs"]):
+        assert d["loss"] == pytest.approx(s["loss"], rel=1e-9)
+        for split in ("train_acc", "val_acc", "test_acc"):
+            assert d[split] == s[split]
+        training = {k: v for k, v in d["bytes"].items() if k != "evaluation"}
+        assert training == {k: v for k, v in d["bytes_predicted"].items() if k != "evaluation"}
+        assert d["bytes"]["halo_rows"] > 0
