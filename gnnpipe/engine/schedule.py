@@ -63,6 +63,7 @@ __all__ = [
     "build_schedule",
     "epoch_order",
     "way_orders",
+    "way_blocks",
     "order_seed",
 ]
 
@@ -315,6 +316,20 @@ def epoch_order(num_chunks: int, epoch: int, seed: int, shuffle: bool) -> tuple[
     g = torch.Generator()
     g.manual_seed(order_seed(seed, epoch))
     return tuple(int(c) for c in torch.randperm(num_chunks, generator=g).tolist())
+
+
+def way_blocks(num_chunks: int, num_ways: int) -> tuple[tuple[int, ...], ...]:
+    """Hybrid: chunks dealt to ways in contiguous blocks, as equal as possible (the
+    first ``num_chunks % num_ways`` ways get one chunk more)."""
+    if num_ways < 1 or num_chunks < num_ways:
+        raise ValueError(f"ways: expected 1 <= ways <= chunks={num_chunks}, found {num_ways}")
+    base, extra = divmod(int(num_chunks), int(num_ways))
+    out, start = [], 0
+    for w in range(num_ways):
+        n = base + (1 if w < extra else 0)
+        out.append(tuple(range(start, start + n)))
+        start += n
+    return tuple(out)
 
 
 def way_orders(blocks: Sequence[Sequence[int]], epoch: int, seed: int, shuffle: bool) -> tuple[tuple[int, ...], ...]:

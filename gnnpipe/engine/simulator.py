@@ -1,0 +1,229 @@
+"""A single-process simulator of GNNPipe (DESIGN.md 5) and its hybrid (DESIGN.md 6):
+the oracle that the distributed runners must match.
+
+It is written plainly and independently of :mod:`gnnpipe.engine.pipeline`: no
+processes, no gradient buffers, no per-layer backward. One epoch is ONE autograd
+graph:
+
+* the layer-``l`` input of every chunk (``l >= 2``) lives in a list ``cur[l][chunk]``;
+  at the start of the epoch each entry is the snapshot's rows, a constant;
+* at step ``t`` and layer ``l``, first the chunk of every way at that step writes its
+  input into ``cur[l]`` (the live tensor, carrying autograd history), then every such
+  chunk computes layer ``l`` from ``cat(its own rows, its halo rows read from cur[l])``.
+  A halo row whose chunk was written earlier in this epoch (or, in hybrid, by another
+  way at the same step) therefore carries history (FRESH: the gradient flows to it),
+  every other row is the snapshot constant (STALE: no gradient) -- "exact for the
+  forward that was run, taking stale rows as constants";
+* layer 1 reads ``h0 = encode(X)`` of all rows, computed once per epoch (exact);
+* the loss is the sum of the chunks' losses; one ``backward``; one Adam step over all
+  parameters (per-stage Adam steps over disjoint parameters are the same thing, and so
+  is the hybrid all-reduce: autograd already sums over the ways).
+
+Technique 3 multiplies by 2 the gradient that flows into every FRESH halo row read at
+a layer ``l >= 2`` (the reads of layer 1 are exact and are not scaled). The stage
+split does not change these semantics (every stage sees the same order), only which
+stage owns which parameters, which :meth:`stage_of` reports.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gnnpipe.engine.schedule import way_blocks, way_orders
+from gnnpipe.kernels import ChunkOps
+from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
+from gnnpipe.trainer.optim import model_optimizer
+
+__all__ = ["PipelineSimulator"]
+
+logger = logging.getLogger(__name__)
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """Identity forward; multiplies the incoming gradient by ``factor`` (technique 3)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, factor: float) -> Tensor:  # type: ignore[override]
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        return g * ctx.factor, None
+
+
+class PipelineSimulator:
+    """Train ``model`` (in place) with pipeline (``ways == 1``) or hybrid semantics.
+
+    Args:
+        model: the full ``DeepGNN``; moved to ``device`` and the config's dtype.
+        chunked: the ``ChunkedGraph`` (reordered graph without self-loops, plans).
+        config: a ``RunConfig``; reads ``parallel`` (shuffle, snapshot_period,
+            unbiased_scale, history_init, layer_split, ways, kernel_backend) and
+            ``train`` (seed, lr, weight decays, dtype).
+        ways: W (default: ``config.parallel.ways`` in hybrid mode, else 1).
+    """
+
+    def __init__(self, model: nn.Module, chunked: Any, config: Any, *,
+                 device: torch.device | str = "cpu", ways: int | None = None) -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.dtype = config.train.torch_dtype
+        self.model = model.to(device=self.device, dtype=self.dtype)
+        self.chunked = chunked
+        pc = config.parallel
+        self.ways = int(ways if ways is not None else (pc.ways if pc.mode == "hybrid" else 1))
+        g = chunked.graph
+        self.plans = chunked.plans
+        self.num_chunks = len(self.plans)
+        self.blocks = way_blocks(self.num_chunks, self.ways)
+        self.ops = [ChunkOps.build(p, device=self.device, dtype=self.dtype, backend=pc.kernel_backend)
+                    for p in self.plans]
+        self.x = g.features.to(self.device, self.dtype)
+        self.y = g.labels.to(self.device)
+        self.masks = tuple(m.to(self.device) for m in (g.train_mask, g.val_mask, g.test_mask))
+        self.num_train = int(g.train_mask.sum())
+        self.L = len(model.layers)
+        self.split = pc.layer_split(self.L) if pc.mode in ("pipeline", "hybrid") else (self.L,)
+        self.optimizer = model_optimizer(self.model, config.train)
+        self.period = int(pc.snapshot_period)
+        self.epochs_done = 0
+        self.snapshot: dict[int, Tensor] | None = None
+        self.last_order: tuple[tuple[int, ...], ...] = ()
+        self._last_logits: Tensor | None = None
+        self._grads: dict[str, Tensor] = {}
+
+    # ------------------------------------------------------------ ownership
+    def stage_of(self, name: str) -> int:
+        """The stage that owns parameter ``name`` (encode: 0, decode: last)."""
+        if name.startswith("encode."):
+            return 0
+        if name.startswith("decode."):
+            return len(self.split) - 1
+        layer = int(name.split(".")[1])  # "layers.<i>.<...>"
+        bound = 0
+        for s, n in enumerate(self.split):
+            bound += n
+            if layer < bound:
+                return s
+        raise ValueError(f"parameter {name!r} is in no stage")
+
+    def stage_parameters(self, stage: int) -> dict[str, Tensor]:
+        return {n: p for n, p in self.model.named_parameters() if self.stage_of(n) == stage}
+
+    def gradients(self) -> dict[str, Tensor]:
+        """Name -> the summed gradient of the last epoch (the one its step used)."""
+        return dict(self._grads)
+
+    def stage_gradients(self, stage: int) -> dict[str, Tensor]:
+        return {n: g for n, g in self._grads.items() if self.stage_of(n) == stage}
+
+    def last_logits(self) -> Tensor | None:
+        """Logits [N, classes] of the last epoch's forward (reordered ids)."""
+        return self._last_logits
+
+    # ------------------------------------------------------------ full forward
+    @torch.no_grad()
+    def _exact_inputs(self) -> tuple[dict[int, Tensor], Tensor]:
+        """Exact full-graph layer inputs (eval mode = train mode without dropout),
+        ``{l: [N, d_{l-1}]}`` for l = 1..L+1 (L+1: the last layer's output)."""
+        was = self.model.training
+        self.model.eval()
+        try:
+            h0 = self.model.encode(self.x)
+            h = h0
+            inputs = {1: h}
+            for l, layer in enumerate(self.model.layers, start=1):
+                parts = []
+                for p, ops in zip(self.plans, self.ops):
+                    parts.append(layer(h[p.local_global_nid.to(self.device)], ops,
+                                       h0[p.row_start:p.row_end] if layer.needs_h0 else None))
+                h = torch.cat(parts)
+                inputs[l + 1] = h
+            return inputs, self.model.decode(h)
+        finally:
+            self.model.train(was)
+
+    def evaluate(self) -> dict[str, float]:
+        """Exact full-graph accuracies (no stale reads)."""
+        _, logits = self._exact_inputs()
+        acc = split_accuracies(correct_counts(logits, self.y, self.masks))
+        return {"train": acc[0], "val": acc[1], "test": acc[2]}
+
+    def _init_snapshot(self) -> None:
+        dims = self.model.layer_dims
+        n = self.x.shape[0]
+        if self.config.parallel.history_init == "exact":
+            inputs, _ = self._exact_inputs()
+            self.snapshot = {l: inputs[l].clone() for l in range(2, self.L + 1)}
+        else:
+            self.snapshot = {l: torch.zeros(n, dims[l - 1], device=self.device, dtype=self.dtype)
+                             for l in range(2, self.L + 1)}
+
+    # ------------------------------------------------------------ one epoch
+    def train_epoch(self, epoch: int) -> float:
+        """One pipelined epoch; returns the global training loss."""
+        pc = self.config.parallel
+        if self.snapshot is None:
+            self._init_snapshot()
+        assert self.snapshot is not None
+        model = self.model
+        model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        orders = way_orders(self.blocks, epoch, self.config.train.seed, pc.shuffle)
+        self.last_order = orders
+        plans = self.plans
+        offsets = [p.row_start for p in plans]
+
+        h0 = model.encode(self.x)
+        # cur[l][j]: layer-l input rows of chunk j: the snapshot constant until written.
+        cur = {l: [self.snapshot[l][p.row_start:p.row_end] for p in plans] for l in range(2, self.L + 1)}
+        written: dict[int, set[int]] = {l: set() for l in range(2, self.L + 1)}
+        loss = h0.sum() * 0.0
+        logits_parts: dict[int, Tensor] = {}
+        steps = max(len(o) for o in orders)
+        for t in range(steps):
+            active = [o[t] for o in orders if t < len(o)]
+            inp: dict[int, Tensor] = {}
+            for l in range(1, self.L + 1):
+                layer = model.layers[l - 1]
+                if l >= 2:
+                    for k in active:  # every way writes first: same-step rows are fresh
+                        cur[l][k] = inp[k]
+                        written[l].add(k)
+                new = {}
+                for k in active:
+                    p = plans[k]
+                    if l == 1:
+                        h_local = h0[p.local_global_nid.to(self.device)]
+                    else:
+                        pieces = [cur[l][k]]
+                        halo = p.halo_global_nid
+                        for j in torch.unique_consecutive(p.halo_chunk).tolist():
+                            rows = (halo[p.halo_chunk == j] - offsets[j]).to(self.device)
+                            piece = cur[l][j][rows]
+                            if pc.unbiased_scale and j in written[l]:
+                                piece = _ScaleGrad.apply(piece, 2.0)
+                            pieces.append(piece)
+                        h_local = torch.cat(pieces)
+                    new[k] = layer(h_local, self.ops[k], h0[p.row_start:p.row_end] if layer.needs_h0 else None)
+                inp = new
+            for k in active:
+                p = plans[k]
+                logits = model.decode(inp[k])
+                logits_parts[k] = logits.detach()
+                sl = slice(p.row_start, p.row_end)
+                loss = loss + training_loss(logits, self.y[sl], self.masks[0][sl], self.num_train)
+        loss.backward()
+        self._grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+        self.optimizer.step()
+        self._last_logits = torch.cat([logits_parts[k] for k in range(self.num_chunks)])
+        # Technique 2: refresh the snapshot from the buffers every R epochs.
+        if (self.epochs_done + 1) % self.period == 0:
+            self.snapshot = {l: torch.cat([c.detach() for c in cur[l]]) for l in cur}
+        self.epochs_done += 1
+        return float(loss.detach())

@@ -1,0 +1,277 @@
+"""Mode ``pipeline`` (DESIGN.md 5, 7) on real gloo workers: with C = 1 it equals
+``single``; with C > 1 it equals the single-process simulator (the oracle): the loss,
+EVERY parameter gradient and the updated parameters of each of 3 epochs, and the
+last stage's logits, for GCN, GraphSAGE, GCNII and ResGCN+, with every pipeline
+technique off and on; and it sends exactly the DESIGN.md 7 bytes.
+
+The helpers here (tiny graph, configs, the worker that runs a list of cases in one
+process group, the comparison with the simulator) are shared with test_hybrid.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tests.engine._dist_util import run_workers
+
+pytestmark = pytest.mark.dist
+
+EPOCHS = 3
+MODELS = ("gcn", "sage", "gcnii", "resgcn+")
+OFF = dict(shuffle=False, snapshot_period=1, unbiased_scale=False, history_init="zeros")
+ON = dict(shuffle=True, snapshot_period=2, unbiased_scale=True, history_init="exact")
+TOL = dict(rtol=1e-9, atol=1e-11)
+
+
+# ----------------------------------------------------------------- shared helpers
+def tiny_graph(n: int = 36, e: int = 150, seed: int = 5):
+    from gnnpipe.data import Graph
+
+    g = torch.Generator().manual_seed(seed)
+    f, c = 5, 3
+    src = torch.randint(0, n, (e,), generator=g)
+    dst = torch.randint(0, n, (e,), generator=g)
+    x = torch.randn(n, f, generator=g)
+    y = torch.randint(0, c, (n,), generator=g)
+    perm = torch.randperm(n, generator=g)
+    masks = {k: torch.zeros(n, dtype=torch.bool) for k in ("train", "val", "test")}
+    masks["train"][perm[: n // 2]] = True
+    masks["val"][perm[n // 2: 3 * n // 4]] = True
+    masks["test"][perm[3 * n // 4:]] = True
+    graph = Graph.from_edge_index(torch.stack([src, dst]), x, y, train_mask=masks["train"],
+                                  val_mask=masks["val"], test_mask=masks["test"], num_classes=c, name="tiny")
+    return graph.remove_self_loops().validate()
+
+
+def make_config(case: dict[str, Any]):
+    from gnnpipe.config import ModelConfig, ParallelConfig, RunConfig, TrainConfig
+
+    par = {k: case[k] for k in ("shuffle", "snapshot_period", "unbiased_scale", "history_init",
+                                "stage_split", "ways") if k in case}
+    return RunConfig(
+        model=ModelConfig(model=case["model"], layers=case.get("layers", 4), hidden=5, dropout=0.0),
+        train=TrainConfig(epochs=EPOCHS, lr=0.05, weight_decay=1e-3, layer_weight_decay=2e-3,
+                          dtype="float64", seed=3),
+        parallel=ParallelConfig(mode=case["mode"], workers=case["workers"], chunks=case["chunks"],
+                                device="cpu", partition="metis", **par),
+    )
+
+
+def build_model(cfg, graph):
+    from gnnpipe.models import build_model as bm
+
+    torch.manual_seed(cfg.train.seed)
+    return bm(cfg.model, in_features=graph.num_features, num_classes=graph.num_classes)
+
+
+def chunked_for(case: dict[str, Any]):
+    from gnnpipe.partition import chunk_graph
+
+    return chunk_graph(tiny_graph(), case["chunks"], method="metis", seed=0, cache=False)
+
+
+def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """Train one case for EPOCHS epochs on this rank; return what it owns and sent."""
+    from gnnpipe.engine.context import WorkerContext
+    from gnnpipe.engine.graph_mode import GraphRunner
+    from gnnpipe.engine.hybrid import HybridRunner
+    from gnnpipe.engine.pipeline import PipelineRunner
+
+    cfg = make_config(case)
+    chunked = chunked_for(case)
+    ctx = WorkerContext(rank=rank, world_size=world, device=torch.device("cpu"), dtype=torch.float64,
+                        config=cfg, chunked=chunked, comm=comm, model=build_model(cfg, chunked.graph))
+    runner = {"pipeline": PipelineRunner, "hybrid": HybridRunner, "graph": GraphRunner}[case["mode"]](ctx)
+    epochs = []
+    for epoch in range(1, EPOCHS + 1):
+        st = runner.train_epoch(epoch)
+        epochs.append({
+            "loss": st.loss, "bytes": st.bytes_sent,
+            "grads": {k: p.grad.detach().clone() for k, p in runner.owned_parameters().items()},
+            "params": {k: p.detach().clone() for k, p in runner.owned_parameters().items()},
+            "logits": runner.last_logits(),
+            "times": (st.compute_s, st.comm_wait_s, st.bubble_s),
+        })
+    acc = runner.evaluate()
+    return {"epochs": epochs, "acc": acc, "predicted": runner.predicted_bytes()}
+
+
+def cases_worker(rank: int, world: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from gnnpipe.engine.comm import Comm
+
+    comm = Comm(rank, world)  # one process group for every case
+    return [run_case(rank, world, comm, case) for case in cases]
+
+
+def merge_ranks(results: list[dict[str, Any]], epoch: int, key: str) -> dict[str, torch.Tensor]:
+    """The union over ranks of the owned tensors (each name owned once, or identical
+    copies in hybrid after the all-reduce)."""
+    out: dict[str, torch.Tensor] = {}
+    for r in results:
+        for name, t in r["epochs"][epoch][key].items():
+            if name in out:
+                torch.testing.assert_close(t, out[name], **TOL)
+            out[name] = t
+    return out
+
+
+def simulate(case: dict[str, Any], ways: int | None = None):
+    """The oracle's per-epoch losses, gradients, parameters and logits."""
+    from gnnpipe.engine.simulator import PipelineSimulator
+
+    cfg = make_config(case)
+    chunked = chunked_for(case)
+    sim = PipelineSimulator(build_model(cfg, chunked.graph), chunked, cfg, ways=ways)
+    epochs = []
+    for epoch in range(1, EPOCHS + 1):
+        loss = sim.train_epoch(epoch)
+        epochs.append({"loss": loss, "grads": sim.gradients(),
+                       "params": {k: p.detach().clone() for k, p in sim.model.named_parameters()},
+                       "logits": sim.last_logits().clone()})
+    return epochs, sim.evaluate(), sim
+
+
+def assert_matches(results: list[dict[str, Any]], ref_epochs: list[dict[str, Any]], ref_acc=None) -> None:
+    """Full tensors: loss, every gradient, every parameter, the logits of every row."""
+    names = set(ref_epochs[0]["grads"])
+    for e in range(EPOCHS):
+        ref = ref_epochs[e]
+        for r in results:
+            assert r["epochs"][e]["loss"] == pytest.approx(ref["loss"], rel=1e-10, abs=1e-12)
+        grads, params = merge_ranks(results, e, "grads"), merge_ranks(results, e, "params")
+        assert set(grads) == names and set(params) == names
+        for name in names:
+            torch.testing.assert_close(grads[name], ref["grads"][name], **TOL, msg=f"grad {name} epoch {e}")
+            torch.testing.assert_close(params[name], ref["params"][name], **TOL, msg=f"param {name} epoch {e}")
+        logits = torch.full_like(ref["logits"], float("nan"))
+        for r in results:
+            got = r["epochs"][e]["logits"]
+            if got is not None:
+                logits[got[0]] = got[1]
+        torch.testing.assert_close(logits, ref["logits"], **TOL)
+    if ref_acc is not None:
+        for r in results:
+            assert r["acc"] == pytest.approx(ref_acc)
+
+
+def single_reference(case: dict[str, Any]):
+    """``single`` on the reordered graph: whole-graph forward + Adam."""
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.partition import whole_graph_plan
+    from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
+    from gnnpipe.trainer.optim import model_optimizer
+
+    cfg = make_config(case)
+    g = chunked_for(case).graph
+    model = build_model(cfg, g).to(torch.float64)
+    ops = ChunkOps.build(whole_graph_plan(g), dtype=torch.float64)
+    x = g.features.to(torch.float64)
+    opt = model_optimizer(model, cfg.train)
+    epochs = []
+    for _ in range(EPOCHS):
+        model.train()
+        opt.zero_grad()
+        logits = model(x, ops)
+        loss = training_loss(logits, g.labels, g.train_mask, int(g.train_mask.sum()))
+        loss.backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+        opt.step()
+        epochs.append({"loss": float(loss.detach()), "logits": logits.detach().clone(), "grads": grads,
+                       "params": {k: p.detach().clone() for k, p in model.named_parameters()}})
+    model.eval()
+    with torch.no_grad():
+        acc = split_accuracies(correct_counts(model(x, ops), g.labels, (g.train_mask, g.val_mask, g.test_mask)))
+    return epochs, {"train": acc[0], "val": acc[1], "test": acc[2]}
+
+
+def assert_bytes(results: list[dict[str, Any]]) -> None:
+    """Counted bytes, summed over ranks, equal the prediction, kind by kind, every epoch."""
+    predicted = results[0]["predicted"]
+    for r in results:
+        assert r["predicted"] == predicted
+    for e in range(EPOCHS):
+        total: dict[str, int] = {}
+        for r in results:
+            for k, v in r["epochs"][e]["bytes"].items():
+                total[k] = total.get(k, 0) + v
+        assert {k: v for k, v in total.items() if v} == {k: v for k, v in predicted.items() if v}
+
+
+# ---------------------------------------------------------------------- the tests
+PIPE2 = (
+    [dict(mode="pipeline", workers=2, chunks=1, model=m, **ON) for m in MODELS]
+    + [dict(mode="pipeline", workers=2, chunks=5, model=m, **OFF) for m in MODELS]
+    + [dict(mode="pipeline", workers=2, chunks=5, model=m, **ON) for m in MODELS]
+    + [dict(mode="pipeline", workers=2, chunks=3, model="gcnii", stage_split=(3, 1), **ON)]
+)
+
+
+@pytest.fixture(scope="module")
+def pipe2_results():
+    return results_by_case(run_workers(cases_worker, 2, PIPE2, timeout=200), len(PIPE2))
+
+
+@pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] == 1],
+                         ids=lambda i: PIPE2[i]["model"])
+def test_pipeline_one_chunk_equals_single(pipe2_results, i):
+    epochs, acc = single_reference(PIPE2[i])
+    assert_matches(pipe2_results[i], epochs, acc)
+
+
+@pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] > 1],
+                         ids=lambda i: f"{PIPE2[i]['model']}-C{PIPE2[i]['chunks']}-"
+                                       f"{'on' if PIPE2[i]['shuffle'] else 'off'}")
+def test_pipeline_equals_simulator(pipe2_results, i):
+    epochs, acc, _ = simulate(PIPE2[i])
+    assert_matches(pipe2_results[i], epochs, acc)
+
+
+def test_pipeline_stale_reads_differ_from_single(pipe2_results):
+    # The oracle comparison must be able to fail: with C > 1 and zero history, the
+    # stale reads make the pipeline's gradients differ from single's.
+    i = next(i for i, c in enumerate(PIPE2) if c["chunks"] > 1 and c["model"] == "gcn" and not c["shuffle"])
+    ref, _ = single_reference(PIPE2[i])
+    grads = merge_ranks(pipe2_results[i], 0, "grads")
+    assert any(not torch.allclose(grads[k], ref[0]["grads"][k]) for k in grads)
+
+
+@pytest.mark.parametrize("i", range(len(PIPE2)), ids=lambda i: f"case{i}")
+def test_pipeline_bytes_equal_prediction(pipe2_results, i):
+    from gnnpipe.engine.pipeline import predicted_pipeline_bytes
+
+    assert_bytes(pipe2_results[i])
+    case = PIPE2[i]
+    cfg = make_config(case)
+    g = chunked_for(case).graph
+    model = build_model(cfg, g)
+    # 4 (S-1) N H each way in float64 = 8 bytes; twice that for GCNII (h0 travels along).
+    factor = 2 if case["model"] == "gcnii" else 1
+    expected = 8 * (2 - 1) * g.num_nodes * 5 * factor
+    assert pipe2_results[i][0]["predicted"]["stage_activations"] == expected
+    assert predicted_pipeline_bytes(model, g.num_nodes, cfg.parallel.layer_split(4), 8)["stage_gradients"] == expected
+
+
+def test_pipeline_time_split_is_reported(pipe2_results):
+    for r in pipe2_results[len(MODELS)]:
+        for ep in r["epochs"]:
+            assert all(t >= 0.0 for t in ep["times"])
+
+
+PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="resgcn+", layers=5, **ON),
+         dict(mode="pipeline", workers=4, chunks=3, model="gcnii", layers=4, **OFF)]
+
+
+def test_pipeline_four_stages_equals_simulator():
+    results = run_workers(cases_worker, 4, PIPE4, timeout=200)
+    for case, res in zip(PIPE4, results_by_case(results, len(PIPE4))):
+        epochs, acc, _ = simulate(case)
+        assert_matches(res, epochs, acc)
+        assert_bytes(res)
+
+
+def results_by_case(results: list[list[dict[str, Any]]], num_cases: int) -> list[list[dict[str, Any]]]:
+    """``run_workers`` gives [rank][case]; the checks want [case][rank]."""
+    return [[results[r][c] for r in range(len(results))] for c in range(num_cases)]
