@@ -199,3 +199,13 @@ def test_mapping_helpers_round_trip(make_graph):
     assert torch.equal(part.rows_to_original(part.rows_to_reordered(x)), x)
     with pytest.raises(PartitionError, match="N=80"):
         part.rows_to_original(torch.zeros(79, 2))
+
+
+def test_symmetric_adjacency_equals_graph_symmetrize(make_graph):
+    from gnnpipe.partition.core import symmetric_adjacency
+
+    g = make_graph(130, 500, seed=12)
+    indptr, indices = symmetric_adjacency(g)
+    want = g.symmetrize().remove_self_loops()
+    assert torch.equal(torch.from_numpy(indptr), want.indptr)
+    assert torch.equal(torch.from_numpy(indices), want.indices)
