@@ -33,8 +33,9 @@ def _as_mask(x: Any, n: int, what: str, name: str) -> torch.Tensor:
         return torch.zeros(n, dtype=torch.bool)
     t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
     if t.dtype != torch.bool:
-        if t.dim() == 1 and t.numel() != n and t.dtype in (torch.int32, torch.int64):
-            # An index list rather than a boolean mask.
+        is_int = t.dtype in (torch.int32, torch.int64)
+        if t.dim() == 1 and is_int and (t.numel() != n or (t.numel() and int(t.max()) > 1)):
+            # An index list rather than a 0/1 mask (a 0/1 vector of length N is a mask).
             if t.numel() and (int(t.min()) < 0 or int(t.max()) >= n):
                 raise DataError(
                     f"{name}: {what} indices must lie in [0, {n}), found range "
@@ -97,6 +98,31 @@ class Graph:
         """A copy with some fields replaced (the graph itself is immutable)."""
         return dataclasses.replace(self, **changes)
 
+    def with_masks(self, train_mask: Any, val_mask: Any, test_mask: Any) -> "Graph":
+        """A copy with new train/val/test masks (bool [N] masks or int index lists).
+
+        Shapes: each mask bool [N] or int64 [k] (indices in [0, N)).
+        """
+        n = self.num_nodes
+        return self.replace(
+            train_mask=_as_mask(train_mask, n, "train", self.name),
+            val_mask=_as_mask(val_mask, n, "val", self.name),
+            test_mask=_as_mask(test_mask, n, "test", self.name),
+        )
+
+    def save(self, path: Any) -> None:
+        """Write the graph in gnnpipe's checksummed binary form (atomic replace)."""
+        from gnnpipe.data.cache import write_graph
+
+        write_graph(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> "Graph":
+        """Read a graph written by :meth:`save`; a truncated or corrupt file raises DataError."""
+        from gnnpipe.data.cache import read_graph
+
+        return read_graph(path)
+
     def __repr__(self) -> str:
         return (
             f"Graph(name={self.name!r}, N={self.num_nodes}, E={self.num_edges}, "
@@ -153,7 +179,9 @@ class Graph:
             )
         if f.dtype != torch.float32:
             raise DataError(f"{name}: features must be float32, found {f.dtype}")
-        if f.numel() and not bool(torch.isfinite(f).all()):
+        # Fast path: a finite sum implies finite entries; only a non-finite sum (NaN/Inf, or
+        # an overflow of large finite values) pays for the element-wise check.
+        if f.numel() and not bool(torch.isfinite(f.sum())) and not bool(torch.isfinite(f).all()):
             bad = int((~torch.isfinite(f)).any(dim=1).sum())
             raise DataError(f"{name}: features must be finite, found NaN or Inf in {bad} rows")
         y = self.labels
