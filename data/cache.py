@@ -109,7 +109,7 @@ def write_graph(graph: Graph, path: str | Path) -> None:
     payload_len = offset
     checksum = 0
     for arr in arrays.values():
-        checksum = (checksum + _word_sum(_padded(arr))) % (1 << 64)
+        checksum = (checksum + _array_word_sum(arr)) % (1 << 64)
     header = {
         "name": graph.name,
         "num_classes": int(graph.num_classes),
@@ -125,7 +125,8 @@ def write_graph(graph: Graph, path: str | Path) -> None:
             f.write(_PREFIX.pack(_MAGIC, FORMAT_VERSION, len(hbytes)))
             f.write(hbytes)
             for arr in arrays.values():
-                f.write(_padded(arr))
+                f.write(arr.reshape(-1).view(np.uint8).data)  # no copy of large arrays
+                f.write(b"\0" * (-arr.nbytes % _ALIGN))
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -135,10 +136,16 @@ def write_graph(graph: Graph, path: str | Path) -> None:
         raise
 
 
-def _padded(arr: np.ndarray) -> bytes:
-    raw = arr.tobytes()
-    pad = -len(raw) % _ALIGN
-    return raw + b"\0" * pad if pad else raw
+def _array_word_sum(arr: np.ndarray) -> int:
+    """:func:`_word_sum` of the array's bytes zero-padded to a multiple of 8, without a copy."""
+    raw = arr.reshape(-1).view(np.uint8)
+    whole = raw.size - raw.size % 8
+    total = _word_sum(raw[:whole])
+    if whole < raw.size:
+        tail = np.zeros(8, dtype=np.uint8)
+        tail[: raw.size - whole] = raw[whole:]
+        total += _word_sum(tail)
+    return total % (1 << 64)
 
 
 def read_graph(path: str | Path) -> Graph:

@@ -389,10 +389,15 @@ class Graph:
         return g._with_coo(torch.cat([g.indices, ar]), torch.cat([dst, ar]))
 
     def remove_duplicate_edges(self) -> "Graph":
+        """Keep one copy of every repeated edge (CSR rows are sorted, so repeats are adjacent)."""
+        if self.num_edges == 0:
+            return self
         dst = self.dst_index()
         n = max(self.num_nodes, 1)
-        key = torch.unique(dst * n + self.indices)  # sorted: by row, then by source
-        return self._with_coo(key % n, key // n)
+        key = dst * n + self.indices
+        keep = torch.ones(key.numel(), dtype=torch.bool)
+        keep[1:] = key[1:] != key[:-1]
+        return self._with_coo(self.indices[keep], dst[keep])
 
     def is_symmetric(self) -> bool:
         a = self.to_scipy()
@@ -400,13 +405,16 @@ class Graph:
 
 
 def _csr_from_coo(src: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """CSR of in-edges (rows = dst, sorted sources) from COO edge lists."""
-    src = src.to(torch.int64)
-    dst = dst.to(torch.int64)
-    key = dst * max(n, 1) + src
-    order = torch.argsort(key, stable=True)
-    indices = src[order].contiguous()
-    counts = torch.bincount(dst, minlength=n) if dst.numel() else torch.zeros(n, dtype=torch.int64)
+    """CSR of in-edges (rows = dst, sorted sources) from COO edge lists.
+
+    One sort of the key ``dst * n + src``: equal keys are identical edges, so an
+    unstable numpy sort suffices (several times faster than a stable torch argsort).
+    """
+    src_np = src.to(torch.int64).numpy()
+    dst_np = dst.to(torch.int64).numpy()
+    key = np.sort(dst_np * max(n, 1) + src_np)
+    indices = torch.from_numpy(key % max(n, 1))
+    counts = np.bincount(dst_np, minlength=n) if dst_np.size else np.zeros(n, dtype=np.int64)
     indptr = torch.zeros(n + 1, dtype=torch.int64)
-    indptr[1:] = torch.cumsum(counts, 0)
+    indptr[1:] = torch.from_numpy(np.cumsum(counts))
     return indptr, indices

@@ -408,7 +408,7 @@ def load_geom_gcn(
         cols = np.concatenate(lists) if lists else np.zeros(0, np.int64)
         f = max(int(m.group(1)), int(cols.max()) + 1 if cols.size else 0)
         feats = np.zeros((n, f), dtype=np.float32)
-        feats[np.repeat(ids, lens), cols] = 1.0
+        feats.reshape(-1)[np.repeat(ids, lens) * f + cols] = 1.0  # flat index: fast
     else:
         widths = {a.size for a in lists}
         if len(widths) != 1:
@@ -487,7 +487,7 @@ def load_musae(
     if cols.size and cols.min() < 0:
         raise DataError(f"{feat_file}: expected non-negative feature ids, found {int(cols.min())}")
     feats = np.zeros((n, int(cols.max()) + 1 if cols.size else 0), dtype=np.float32)
-    feats[np.repeat(rows_in, lens), cols] = 1.0
+    feats.reshape(-1)[np.repeat(rows_in, lens) * feats.shape[1] + cols] = 1.0  # flat index: fast
     with _reading(edge_file, "a MUSAE edge csv"):
         edges = _numeric_table(edge_file.read_bytes(), np.int64, str(edge_file), skip_header=True)
     if edges.size and edges.shape[1] != 2:
