@@ -1,0 +1,102 @@
+"""The launcher and the CLI's layout checks: impossible layouts exit 2 with one line
+before any worker process starts; the local launcher returns rank 0's result."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gnnpipe.errors import ConfigError
+
+pytestmark = pytest.mark.dist
+
+SMALL = ["--dataset", "synthetic", "--data-option", "num_nodes=60", "--model", "gcn", "--layers", "2",
+         "--hidden", "4", "--epochs", "1", "--device", "cpu"]
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Fail the test if anything tries to start worker processes."""
+    from gnnpipe.engine import launch
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker process was started for an impossible layout")
+
+    monkeypatch.setattr(launch, "launch_local", refuse)
+    return refuse
+
+
+@pytest.mark.parametrize("flags,names", [
+    (["--mode", "hybrid", "--workers", "3", "--ways", "2"], "parallel.ways"),
+    (["--mode", "pipeline", "--workers", "4"], "model.layers"),             # 2 layers < 4 stages
+    (["--mode", "graph", "--workers", "2", "--chunks", "3"], "parallel.chunks"),
+    (["--mode", "pipeline", "--workers", "2", "--chunks", "61"], "parallel.chunks"),  # > N = 60
+    (["--mode", "pipeline", "--workers", "2", "--stage-split", "3,1"], "parallel.stage_split"),
+    (["--mode", "graph", "--workers", "2", "--backend", "nccl"], "parallel.backend"),
+])
+def test_impossible_layouts_exit_2_before_any_worker_starts(flags, names, no_launch, capsys) -> None:
+    if "nccl" in flags:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("NCCL is possible on this machine")
+    from gnnpipe.cli import main
+
+    rc = main(SMALL + flags)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    errors = [ln for ln in err if ln.startswith("error: ")]
+    assert len(errors) == 1 and err[-1] == errors[0] and names in errors[0], err
+
+
+def test_cli_subprocess_refuses_a_layout_with_exit_2_and_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "gnnpipe.train", *SMALL, "--mode", "hybrid", "--workers", "4",
+                           "--ways", "3"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GNNPIPE_TEST_FAIL_RANK": "0"})
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln]
+    assert len(lines) == 1 and "parallel.ways" in lines[0], proc.stderr
+    assert "[rank 1]" not in proc.stderr and "launching" not in proc.stderr
+
+
+def test_validate_layout_refuses_more_chunks_than_vertices_and_unknown_modes() -> None:
+    from gnnpipe.config import RunConfig
+    from gnnpipe.engine.driver import get_runner, validate_layout
+
+    cfg = RunConfig.from_dict({"model": {"layers": 2}, "parallel": {"mode": "pipeline", "workers": 2, "chunks": 8}})
+    validate_layout(cfg, 8)
+    with pytest.raises(ConfigError, match="parallel.chunks"):
+        validate_layout(cfg, 7)
+    with pytest.raises(ConfigError, match="parallel.mode"):
+        get_runner("single")
+    assert get_runner("graph").__name__ == "GraphRunner"
+
+
+def test_local_launcher_returns_rank_zero_result() -> None:
+    import operator
+
+    from gnnpipe.engine.launch import launch_local
+
+    # Every rank runs the target; only rank 0's value comes back.
+    assert launch_local(operator.add, 2, (2, 3)) == 5
+
+
+def test_torchrun_detection_reads_the_env_variables(monkeypatch) -> None:
+    from gnnpipe.engine import launch
+
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GNNPIPE_LOCAL_WORKER"):
+        monkeypatch.delenv(k, raising=False)
+    assert not launch.in_torchrun()
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    assert launch.in_torchrun()
+    assert launch.env_ranks()[:3] == (1, 4, 1)
+    # The launcher's own children carry a marker: they are not a torchrun launch.
+    monkeypatch.setenv("GNNPIPE_LOCAL_WORKER", "1")
+    assert not launch.in_torchrun()
