@@ -20,6 +20,7 @@ from gnnpipe.partition.core import (
     random_partition,
     reorder,
     resolve_vertex_weights,
+    symmetric_adjacency,
 )
 from gnnpipe.partition.plan import ChunkPlan, build_chunk_plans, halo_send_lists, whole_graph_plan
 from gnnpipe.partition.stats import (
@@ -42,6 +43,7 @@ __all__ = [
     "make_partition",
     "reorder",
     "resolve_vertex_weights",
+    "symmetric_adjacency",
     "PartitionStats",
     "partition_stats",
     "pair_counts",
