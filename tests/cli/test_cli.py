@@ -1,0 +1,138 @@
+"""``python -m gnnpipe.train``: exit 2 with one stderr line for bad input, nothing
+written; the generated flags; --config with flag overrides; --json-out record."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnpipe.cli import build_parser, main, parse_config
+from gnnpipe.config import SECTIONS
+from gnnpipe.errors import ConfigError
+from gnnpipe.trainer.record import check_record
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--data-option", "num_nodes=400", "--epochs", "3", "--layers", "2", "--hidden", "8",
+        "--eval-every", "1"]
+
+
+def _run(args, tmp_path, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "gnnpipe.train", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+BAD_CLI = [
+    (["--model", "gat"], "model.model"),
+    (["--layers", "0"], "model.layers"),
+    (["--hidden", "0"], "model.hidden"),
+    (["--lr", "0"], "train.lr"),
+    (["--lr", "-0.01"], "train.lr"),
+    (["--dropout", "1"], "model.dropout"),
+    (["--dropout", "-0.5"], "model.dropout"),
+    (["--dataset", "no-such-dataset"], "no-such-dataset"),
+    (["--config", "run.toml"], "unknown key 'layer' in section [model]"),
+    (["--layers", "eight"], "--layers"),
+    (["--no-such-flag"], "--no-such-flag"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD_CLI, ids=[" ".join(a) for a, _ in BAD_CLI])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
+    (tmp_path / "run.toml").write_text("[model]\nlayer = 3\n")
+    out = tmp_path / "rec.json"
+    proc = _run([*TINY, *args, "--json-out", str(out)], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ") and needle in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml"]
+
+
+def test_json_out_record_has_the_schema(tmp_path):
+    out = tmp_path / "out" / "rec.json"
+    proc = _run([*TINY, "--model", "gcn", "--seed", "5", "--json-out", str(out), "--log-level", "WARNING"],
+                tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(out.read_text())
+    check_record(rec)
+    assert rec["config"]["model"] == {**rec["config"]["model"], "model": "gcn", "layers": 2, "hidden": 8}
+    assert rec["config"]["train"]["seed"] == 5
+    assert rec["config"]["data"]["options"] == {"num_nodes": 400}
+    assert rec["dataset"]["num_nodes"] == 400
+    assert len(rec["epochs"]) == 3 and all(e["val_acc"] is not None for e in rec["epochs"])
+    # the summary line goes to stdout; WARNING hides the INFO log lines
+    assert proc.stdout.count("\n") == 1 and "synthetic gcn-2 single" in proc.stdout
+    assert proc.stderr == ""
+    assert sorted(p.name for p in out.parent.iterdir()) == ["rec.json"]
+
+
+def test_every_config_field_has_a_flag():
+    parser = build_parser()
+    dests = {a.dest for a in parser._actions}
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            assert f"{section}__{f.name}" in dests, f"{section}.{f.name} has no flag"
+    text = parser.format_help()
+    for flag in ("--stage-split", "--data-root", "--lambda", "--kernel", "--no-shuffle", "--json-out"):
+        assert flag in text
+
+
+def test_flags_override_the_config_file(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('[model]\nmodel = "sage"\nlayers = 6\n[train]\nepochs = 9\n'
+                    '[parallel]\nmode = "pipeline"\nworkers = 2\n')
+    cfg, given = parse_config(["--config", str(path), "--layers", "4", "--stage-split", "3,1",
+                               "--no-shuffle", "--patience", "none", "--data-option", "num_nodes=77",
+                               "--data-option", "homophily=0.5"])
+    assert (cfg.model.model, cfg.model.layers, cfg.train.epochs) == ("sage", 4, 9)
+    assert cfg.parallel.stage_split == (3, 1) and cfg.parallel.shuffle is False
+    assert cfg.train.patience is None
+    assert cfg.data.options == {"num_nodes": 77, "homophily": 0.5}
+    assert "model.layers" in given and "model.model" not in given
+
+
+def test_no_arguments_is_the_default_config():
+    cfg, given = parse_config([])
+    from gnnpipe.config import RunConfig
+
+    assert cfg == RunConfig() and given == set()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--data-option", "num_nodes"], "KEY=VALUE"),
+    (["--stage-split", "1,x"], "--stage-split"),
+    (["--mode", "pipeline", "--workers", "2", "--layers", "1"], "model.layers"),
+])
+def test_parse_errors_are_config_errors(argv, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_config(argv)
+
+
+@pytest.fixture
+def restore_logging():
+    """main() configures the gnnpipe logger; undo that for the rest of the session."""
+    import logging
+
+    logger = logging.getLogger("gnnpipe")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+def test_single_mode_under_torchrun_is_refused(monkeypatch, capsys, restore_logging):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert main(["--mode", "single", "--log-level", "ERROR"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "torchrun" in err[0]
