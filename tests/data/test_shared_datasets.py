@@ -1,0 +1,148 @@
+"""Every shared dataset loads with the statistics that /work/shared/datasets/README.md states.
+
+Undirected edges are counted as README does: unique unordered pairs {u, v}, u != v, after
+symmetrising; self-loops separately. Seeded splits are checked against the per-class rule
+(20 train / 30 val per class, rest test) computed from the README's label counts.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnpipe.data import load_dataset
+from gnnpipe.errors import DataError
+
+# name: (nodes, undirected edges, self-loops, features, classes, label counts or None,
+#        fixed split (train, val, test) or None for the seeded per-class split)
+README = {
+    "cora": (2708, 5278, 0, 1433, 7, [351, 217, 418, 818, 426, 298, 180], (140, 500, 1000)),
+    "citeseer": (3327, 4552, 124, 3703, 6, [249, 590, 668, 701, 596, 508], (120, 500, 1000)),
+    "gnnbench-cora": (2708, 5278, 0, 1433, 7, [298, 418, 818, 426, 217, 180, 351], None),
+    "gnnbench-citeseer": (3312, 4536, 124, 3703, 6, [249, 596, 701, 508, 668, 590], None),
+    "cora_ml": (2995, 8158, 0, 2879, 7, [354, 402, 452, 442, 857, 193, 295], None),
+    "graphdata-cora_ml": (2995, 8158, 0, 2879, 7, None, None),
+    "amazon_photo": (7650, 119081, 1, 745, 8, None, None),
+    "coauthor_cs": (18333, 81894, 0, 6805, 15, None, None),
+    "citeseer_full": (4230, 5337, 0, 602, 6, None, None),
+    "dblp": (17716, 52867, 0, 1639, 4, None, None),
+    "acm": (3025, 13128, 0, 1870, 3, None, None),
+    "uai": (3067, 28308, 6, 4973, 19, None, None),
+    "blogcatalog": (5196, 171743, 0, 8189, 6, None, None),
+    "flickr_lane": (7575, 239738, 0, 12047, 9, None, None),
+    "minesweeper": (10000, 39402, 0, 7, 2, None, (5000, 2500, 2500)),
+    "tolokers": (11758, 519000, 0, 10, 2, None, (5879, 2939, 2940)),
+    "actor": (7600, 26659, 0, 932, 5, None, (3648, 2432, 1520)),
+    "cornell": (183, 277, 0, 1703, 5, [38, 16, 30, 82, 17], (87, 59, 37)),
+    "texas": (183, 279, 0, 1703, 5, None, (87, 59, 37)),
+    "wisconsin": (251, 450, 0, 1703, 5, None, (120, 80, 51)),
+    "geom-cornell": (183, 277, 3, 1703, 5, [33, 1, 18, 101, 30], (87, 59, 37)),
+    "geom-texas": (183, 279, 16, 1703, 5, [33, 1, 18, 101, 30], (87, 59, 37)),
+    "geom-wisconsin": (251, 450, 16, 1703, 5, [10, 70, 118, 32, 21], (120, 80, 51)),
+    "geom-film": (7600, 26659, 93, 932, 5, [853, 1337, 1630, 1815, 1965], (3648, 2432, 1520)),
+    # MUSAE classes are the sorted label strings: company, government, politician, tvshow;
+    # Twitch False, True. Width = largest feature id + 1 (README: max id 4713 / 3169).
+    "facebook": (22470, 170823, 179, 4714, 4, [6495, 6880, 5768, 3327], None),
+    "twitch_de": (9498, 153138, 0, 3170, 2, [3756, 5742], None),
+    "twitch_engb": (7126, 35324, 0, 3170, 2, [3238, 3888], None),
+    "polblogs": (1490, 16715, 3, 1490, 2, [758, 732], None),  # identity features
+}
+
+# LINQS: the README states nodes, features and classes (and line counts) only.
+LINQS = {"linqs-cora": (2708, 1433, 7), "linqs-citeseer": (3312, 3703, 6)}
+
+
+def _edge_stats(g) -> tuple[int, int]:
+    no_loops = g.remove_self_loops()
+    assert no_loops.num_edges % 2 == 0
+    return no_loops.num_edges // 2, g.num_edges - no_loops.num_edges
+
+
+@pytest.mark.parametrize("name", sorted(README))
+def test_shared_dataset_statistics(datasets_root, name):
+    nodes, undirected, loops, feats, classes, counts, split = README[name]
+    g = load_dataset(name, root=datasets_root, cache=False)
+    assert g.name == name
+    assert g.num_nodes == nodes
+    assert g.is_symmetric()
+    assert _edge_stats(g) == (undirected, loops)
+    assert g.num_features == feats
+    assert g.num_classes == classes
+    assert g.features.dtype == torch.float32
+    labelled = g.labels[g.labels >= 0]
+    label_counts = torch.bincount(labelled, minlength=classes)
+    if counts is not None:
+        assert label_counts.tolist() == counts
+    sizes = (int(g.train_mask.sum()), int(g.val_mask.sum()), int(g.test_mask.sum()))
+    if split is None:  # seeded per-class split: 20 / 30 per class, rest test
+        c = label_counts
+        expected = (int(c.clamp(max=20).sum()), int((c - 20).clamp(min=0, max=30).sum()),
+                    int((c - 50).clamp(min=0).sum()))
+        assert sizes == expected
+    else:
+        assert sizes == split
+
+
+def test_citeseer_isolated_test_range_ids(datasets_root):
+    """CiteSeer's 15 test-range ids without tx/ty rows: zero features, label -1, no mask."""
+    g = load_dataset("citeseer", root=datasets_root, cache=False)
+    unlabelled = g.labels < 0
+    assert int(unlabelled.sum()) == 15
+    assert not bool((g.train_mask | g.val_mask | g.test_mask)[unlabelled].any())
+    assert torch.equal(g.features[unlabelled], torch.zeros(15, g.num_features))
+    assert int(g.features.count_nonzero()) == 105165  # README: nnz of the feature matrix
+
+
+def test_cora_feature_nnz_and_public_split_ranges(datasets_root):
+    g = load_dataset("cora", root=datasets_root, cache=False)
+    assert int(g.features.count_nonzero()) == 49216
+    ar = torch.arange(g.num_nodes)
+    assert torch.equal(g.train_mask, ar < 140)
+    assert torch.equal(g.val_mask, (ar >= 140) & (ar < 640))
+
+
+@pytest.mark.parametrize("name", sorted(LINQS))
+def test_linqs_tarballs(datasets_root, name):
+    nodes, feats, classes = LINQS[name]
+    g = load_dataset(name, root=datasets_root, cache=False)
+    assert (g.num_nodes, g.num_features, g.num_classes) == (nodes, feats, classes)
+    assert g.is_symmetric()
+
+
+def test_linqs_cora_matches_gnnbench_cora_graph(datasets_root):
+    """Both are the LINQS Cora (2708 papers, 5429 links): the same number of undirected edges."""
+    a = load_dataset("linqs-cora", root=datasets_root, cache=False)
+    b = load_dataset("gnnbench-cora", root=datasets_root, cache=False)
+    assert _edge_stats(a) == _edge_stats(b)
+
+
+def test_pubmed_partial_refuses_naming_missing_allx(datasets_root):
+    with pytest.raises(DataError, match=r"ind\.pubmed\.allx"):
+        load_dataset("pubmed", root=datasets_root, cache=False)
+
+
+def test_pubmed_structure_only(datasets_root):
+    g = load_dataset("pubmed", root=datasets_root, structure_only=True, cache=False)
+    assert g.num_nodes == 19717 and g.num_features == 0 and g.num_classes == 3
+    assert _edge_stats(g) == (44324, 3)
+    assert torch.bincount(g.labels).tolist() == [4103, 7739, 7875]
+    assert (int(g.train_mask.sum()), int(g.val_mask.sum()), int(g.test_mask.sum())) == (60, 500, 1000)
+
+
+def test_heterophilous_split_option_selects_stored_mask(datasets_root):
+    import numpy as np
+
+    raw = np.load(datasets_root / "heterophilous" / "minesweeper.npz")
+    g = load_dataset("minesweeper", root=datasets_root, split=3, cache=False)
+    assert torch.equal(g.train_mask, torch.from_numpy(raw["train_masks"][3]))
+    assert torch.equal(g.test_mask, torch.from_numpy(raw["test_masks"][3]))
+    with pytest.raises(DataError, match="split"):
+        load_dataset("minesweeper", root=datasets_root, split=10, cache=False)
+
+
+def test_geom_gcn_split_matches_split_file(datasets_root):
+    import numpy as np
+
+    raw = np.load(datasets_root / "geom-gcn" / "splits" / "wisconsin_split_0.6_0.2_7.npz")
+    g = load_dataset("geom-wisconsin", root=datasets_root, split=7, cache=False)
+    assert torch.equal(g.val_mask, torch.from_numpy(raw["val_mask"] != 0))
