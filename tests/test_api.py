@@ -4,6 +4,16 @@ and keep it running."""
 from __future__ import annotations
 
 import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One intra-op thread: the tests share two cores (see tests/trainer/conftest.py)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
 
 README_EXAMPLE = '''
 import gnnpipe

@@ -24,6 +24,7 @@ TINY = ["--data-option", "num_nodes=400", "--epochs", "3", "--layers", "2", "--h
 
 def _run(args, tmp_path, env_extra=None):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["OMP_NUM_THREADS"] = "1"  # shared cores: see tests/trainer/conftest.py
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "gnnpipe.train", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
