@@ -56,12 +56,24 @@ def _build_allow_list() -> dict[tuple[str, str], Any]:
     for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
         allowed[(mod, "_reconstruct")] = reconstruct
         allowed[(mod, "scalar")] = scalar
+    # Protocol-5 pickles of arrays (numpy >= 1.16) rebuild them with numeric._frombuffer.
+    try:
+        from numpy._core.numeric import _frombuffer  # type: ignore[attr-defined]
+    except ImportError:  # numpy < 2
+        from numpy.core.numeric import _frombuffer  # type: ignore[no-redef]
+    for mod in ("numpy.core.numeric", "numpy._core.numeric"):
+        allowed[(mod, "_frombuffer")] = _frombuffer
     allowed[("numpy", "ndarray")] = np.ndarray
     allowed[("numpy", "dtype")] = np.dtype
     # Sparse matrices were pickled from scipy.sparse.<fmt> (old) or scipy.sparse._<fmt>.
     for fmt, cls in (("csr", sp.csr_matrix), ("csc", sp.csc_matrix), ("coo", sp.coo_matrix)):
         for mod in (f"scipy.sparse.{fmt}", f"scipy.sparse._{fmt}", "scipy.sparse"):
             allowed[(mod, f"{fmt}_matrix")] = cls
+    # Protocol-2 pickles written by Python 3 store raw bytes (numpy array data) as
+    # _codecs.encode(latin1_text, "latin1"): a pure str -> bytes conversion.
+    import codecs
+
+    allowed[("_codecs", "encode")] = codecs.encode
     # The Planetoid graph pickle: defaultdict(list) of int -> list of int (Python 2 names).
     allowed[("collections", "defaultdict")] = __import__("collections").defaultdict
     for mod in ("builtins", "__builtin__"):
