@@ -1,0 +1,52 @@
+"""A worker that raises or is killed ends the whole run: the launcher (and, under
+torchrun, torchrun) exits non-zero well within 60 s with a message naming the failed
+rank; nothing hangs. Failures are injected with the test hooks of
+:mod:`gnnpipe.engine.launch` (GNNPIPE_TEST_FAIL_RANK / _EPOCH / _HOW)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.dist
+
+CLI = [sys.executable, "-m", "gnnpipe.train", "--dataset", "synthetic", "--data-option", "num_nodes=120",
+       "--model", "gcn", "--layers", "3", "--hidden", "8", "--epochs", "4", "--device", "cpu",
+       "--log-level", "WARNING"]
+
+
+def _run(args: list[str], fail_rank: int, epoch: int, how: str) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**os.environ, "GNNPIPE_TEST_FAIL_RANK": str(fail_rank), "GNNPIPE_TEST_FAIL_EPOCH": str(epoch),
+           "GNNPIPE_TEST_FAIL_HOW": how, "GNNPIPE_DIST_TIMEOUT_S": "30", "OMP_NUM_THREADS": "1"}
+    t0 = time.monotonic()
+    # 120 s is the hard stop of the test itself; the assertion below is the 60 s bound.
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    return proc, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("how,workers,rank", [("raise", 2, 1), ("kill", 2, 0)])
+def test_launcher_exits_nonzero_naming_the_failed_rank(how: str, workers: int, rank: int) -> None:
+    proc, elapsed = _run(CLI + ["--mode", "graph", "--workers", str(workers)], rank, 2, how)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: worker rank {rank} failed"), proc.stderr[-2000:]
+    if how == "raise":
+        assert "injected failure" in last
+    else:
+        assert "signal 9" in last
+    # The whole run, start-up included, ends within the contract's 60 s.
+    assert elapsed < 60, f"took {elapsed:.0f} s"
+
+
+def test_torchrun_worker_failure_ends_every_worker_nonzero() -> None:
+    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+            "--monitor-interval", "0.5", "-m", "gnnpipe.train", *CLI[3:], "--mode", "graph"]
+    proc, elapsed = _run(args, 1, 2, "raise")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-2000:]
+    assert "worker rank 1 failed" in out and "injected failure" in out, out[-3000:]
+    assert elapsed < 60, f"took {elapsed:.0f} s"
