@@ -187,12 +187,13 @@ def planetoid_files(folder: str | Path, *, name: str, structure_only: bool = Fal
 
 
 def load_planetoid(
-    folder: str | Path, *, name: str, symmetrize: bool = True, structure_only: bool = False
+    folder: str | Path, *, name: str, symmetrize: bool = True, structure_only: bool = False, num_val: int = 500
 ) -> Graph:
     """Planetoid ``ind.<name>.*`` files with the public split, assembled as the GCN loader does.
 
     Features = allx rows then tx rows placed at the ids of ``test.index``; train = the first
-    ``len(y)`` vertices, val = the next 500, test = the ids in ``test.index``. Test-range ids
+    ``len(y)`` vertices, val = the next ``num_val`` (500, the standard), test = the ids in
+    ``test.index``. Test-range ids
     with no tx row (CiteSeer's 15 isolated vertices) get a zero feature row, label -1 and no
     mask. ``structure_only=True`` reads no feature file (features [N, 0]): PubMed's graph,
     labels and split remain usable when ``ind.pubmed.allx`` is missing.
@@ -237,7 +238,7 @@ def load_planetoid(
     train = np.zeros(n, dtype=bool)
     train[:n_train] = True
     val = np.zeros(n, dtype=bool)
-    val[n_train:n_train + 500] = True
+    val[n_train:n_train + num_val] = True
     test = np.zeros(n, dtype=bool)
     test[test_idx] = True
     return _finish(np.stack([src, dst]), feats, labels, num_nodes=n, name=name, symmetrize=symmetrize,

@@ -166,7 +166,7 @@ def _load_format(fmt: str, path: Path, options: dict[str, Any], *, fixed: dict[s
     return cached_load(f"{cache_name}", key_opts, sources, lambda: f.load(path, **kwargs), use_cache=cache)
 
 
-def load_dataset(name: str, root: str | os.PathLike | None = None, **options: Any) -> Graph:
+def load_dataset(name: str, /, root: str | os.PathLike | None = None, **options: Any) -> Graph:
     """Load a named dataset (see the module table) or a format from an explicit path.
 
     ``root`` defaults to ``$GNNPIPE_DATA_ROOT``; ``cache=False`` bypasses the cache; other
@@ -202,7 +202,7 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, **options: An
     return graph if graph.name == spec.name else graph.replace(name=spec.name)
 
 
-def load_path(path: str | os.PathLike, format: str | None = None, **options: Any) -> Graph:
+def load_path(path: str | os.PathLike, /, format: str | None = None, **options: Any) -> Graph:
     """Load users' own data from a file or folder, guessing the format when not given.
 
     Guesses: ``*.tgz``/``*.tar.gz`` -> linqs; a folder with ``raw/edge.csv.gz`` -> ogb; a
