@@ -1,0 +1,118 @@
+"""Mode ``hybrid`` (DESIGN.md 6, 7) on real gloo workers: with S = 1, W = P, C = P it
+equals graph mode (E1's GraphRunner) and single; with W = 1 it equals pipeline mode;
+with W = 2 ways of 2 stages it equals the simulator (including ways with unequal
+blocks, which take idle exchange steps); and it sends exactly the predicted bytes,
+whose halo term uses M_W, the M of the partition into way-blocks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tests.engine._dist_util import run_workers
+from tests.engine.test_pipeline import (
+    EPOCHS,
+    OFF,
+    ON,
+    TOL,
+    assert_bytes,
+    assert_matches,
+    cases_worker,
+    chunked_for,
+    results_by_case,
+    simulate,
+    single_reference,
+)
+
+pytestmark = pytest.mark.dist
+
+HYB2 = [
+    dict(mode="hybrid", workers=2, ways=2, chunks=2, model="gcnii", **OFF),    # graph-mode layout
+    dict(mode="graph", workers=2, chunks=2, model="gcnii", **OFF),
+    dict(mode="hybrid", workers=2, ways=2, chunks=2, model="resgcn+", **OFF),
+    dict(mode="graph", workers=2, chunks=2, model="resgcn+", **OFF),
+    dict(mode="hybrid", workers=2, ways=1, chunks=5, model="sage", **ON),      # pipeline layout
+    dict(mode="pipeline", workers=2, chunks=5, model="sage", **ON),
+    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcn", **ON),       # blocks of 3 and 2
+]
+
+
+@pytest.fixture(scope="module")
+def hyb2():
+    return results_by_case(run_workers(cases_worker, 2, HYB2, timeout=200), len(HYB2))
+
+
+def _same_run(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
+    """Two runs of the same layout agree on every rank: loss, owned grads and params."""
+    for ra, rb in zip(a, b):
+        assert ra["acc"] == pytest.approx(rb["acc"])
+        for ea, eb in zip(ra["epochs"], rb["epochs"]):
+            assert ea["loss"] == pytest.approx(eb["loss"], rel=1e-10)
+            for key in ("grads", "params"):
+                assert set(ea[key]) == set(eb[key])
+                for k in ea[key]:
+                    torch.testing.assert_close(ea[key][k], eb[key][k], **TOL, msg=f"{key} {k}")
+
+
+@pytest.mark.parametrize("i", [0, 2], ids=["gcnii", "resgcn+"])
+def test_hybrid_one_stage_equals_graph_mode_and_single(hyb2, i):
+    _same_run(hyb2[i], hyb2[i + 1])
+    epochs, acc = single_reference(HYB2[i])
+    assert_matches(hyb2[i], epochs, acc)
+
+
+def test_hybrid_one_way_equals_pipeline(hyb2):
+    _same_run(hyb2[4], hyb2[5])
+    assert hyb2[4][0]["predicted"] == hyb2[5][0]["predicted"]
+
+
+def test_hybrid_unequal_blocks_equal_simulator(hyb2):
+    epochs, acc, _ = simulate(HYB2[6])
+    assert_matches(hyb2[6], epochs, acc)
+
+
+@pytest.mark.parametrize("i", [0, 2, 4, 6], ids=lambda i: f"case{i}")
+def test_hybrid_bytes_equal_prediction(hyb2, i):
+    assert_bytes(hyb2[i])
+
+
+def _m_w_from_plans(chunked, ways: int) -> int:
+    """Rows of each way-block that a chunk of another way reads, counted per (owner,
+    reader) pair of ways, straight from the plans: every distinct row that way w reads
+    from another way belongs to exactly one owner, so the pair counts of reader w sum
+    to the number of such rows."""
+    from gnnpipe.engine.schedule import way_blocks
+
+    blocks = way_blocks(chunked.num_chunks, ways)
+    way_of = {k: w for w, blk in enumerate(blocks) for k in blk}
+    total = 0
+    for w in range(ways):
+        read: set[int] = set()
+        for k in blocks[w]:
+            p = chunked.plans[k]
+            read |= {int(v) for v, c in zip(p.halo_global_nid, p.halo_chunk) if way_of[int(c)] != w}
+        total += len(read)
+    return total
+
+
+HYB4 = [
+    dict(mode="hybrid", workers=4, ways=2, chunks=5, model="gcnii", **ON),     # 2 ways x 2 stages
+    dict(mode="hybrid", workers=4, ways=4, chunks=4, model="sage", **OFF),     # graph-mode layout
+]
+
+
+def test_hybrid_four_workers():
+    results = results_by_case(run_workers(cases_worker, 4, HYB4, timeout=200), len(HYB4))
+    epochs, acc, _ = simulate(HYB4[0])
+    assert_matches(results[0], epochs, acc)
+    epochs, acc = single_reference(HYB4[1])
+    assert_matches(results[1], epochs, acc)
+    for case, res in zip(HYB4, results):
+        assert_bytes(res)
+        chunked = chunked_for(case)
+        m_w = _m_w_from_plans(chunked, case["ways"])
+        # float64, hidden 5, L = 4: halo term 8 * (L-1) * M_W * H each direction.
+        assert res[0]["predicted"]["halo_rows"] == res[0]["predicted"]["halo_gradients"] == 8 * 3 * m_w * 5
+        assert m_w > 0
