@@ -17,70 +17,40 @@ from gnnpipe.data import Graph, list_datasets, load_dataset, load_path
 from gnnpipe.errors import ConfigError, DataError
 
 # ----------------------------------------------------------------------------- OGB
-N_OGB = 7
-OGB_EDGES = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 4], [0, 4]])
-OGB_FEATS = np.arange(N_OGB * 3, dtype=np.float32).reshape(N_OGB, 3) / 7.0
-OGB_LABELS = np.array([0, 1, 2, 0, 1, 2, 0])
-OGB_SPLIT = {"train": [0, 1, 2], "valid": [3, 4], "test": [5, 6]}
-
-
-def _gz(path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt") as fh:
-        fh.write(text)
-
-
-def _rows(a) -> str:
-    a = np.asarray(a)
-    a = a.reshape(len(a), -1)
-    return "".join(",".join(repr(float(v)) if a.dtype.kind == "f" else str(int(v)) for v in row) + "\n" for row in a)
-
-
-def write_ogb(root, name="ogbn-arxiv", split_type="time", labels=OGB_LABELS, edges=OGB_EDGES, n=N_OGB):
-    """The layout the ogb package leaves on disk: <root>/<name with _>/raw, split/<type>."""
-    d = root / name.replace("-", "_")
-    _gz(d / "raw" / "edge.csv.gz", _rows(edges))
-    _gz(d / "raw" / "num-node-list.csv.gz", f"{n}\n")
-    _gz(d / "raw" / "num-edge-list.csv.gz", f"{len(edges)}\n")
-    _gz(d / "raw" / "node-feat.csv.gz", _rows(OGB_FEATS))
-    _gz(d / "raw" / "node-label.csv.gz", _rows(labels))
-    for s, idx in OGB_SPLIT.items():
-        _gz(d / "split" / split_type / f"{s}.csv.gz", _rows(idx))
-    return d
-
+# The fixture writer and its arrays come from the `ogb` fixture (tests/data/conftest.py).
 
 def _edge_set(g: Graph) -> set[tuple[int, int]]:
     return set(map(tuple, g.edge_index().T.tolist()))
 
 
-def test_ogb_layout_loads_exactly(tmp_path):
-    write_ogb(tmp_path)
+def test_ogb_layout_loads_exactly(tmp_path, ogb):
+    ogb.write(tmp_path)
     g = load_dataset("ogbn-arxiv", root=tmp_path)
-    assert g.name == "ogbn-arxiv" and g.num_nodes == N_OGB
-    assert torch.equal(g.features, torch.from_numpy(OGB_FEATS))
-    assert torch.equal(g.labels, torch.from_numpy(OGB_LABELS))
-    sym = {(int(a), int(b)) for a, b in OGB_EDGES} | {(int(b), int(a)) for a, b in OGB_EDGES}
+    assert g.name == "ogbn-arxiv" and g.num_nodes == ogb.N
+    assert torch.equal(g.features, torch.from_numpy(ogb.FEATS))
+    assert torch.equal(g.labels, torch.from_numpy(ogb.LABELS))
+    sym = {(int(a), int(b)) for a, b in ogb.EDGES} | {(int(b), int(a)) for a, b in ogb.EDGES}
     assert _edge_set(g) == sym
     for mask, key in ((g.train_mask, "train"), (g.val_mask, "valid"), (g.test_mask, "test")):
-        assert mask.nonzero().flatten().tolist() == OGB_SPLIT[key]
+        assert mask.nonzero().flatten().tolist() == ogb.SPLIT[key]
     directed = load_dataset("ogbn-arxiv", root=tmp_path, symmetrize=False)  # arxiv: no inverse edges
-    assert _edge_set(directed) == {(int(a), int(b)) for a, b in OGB_EDGES}
+    assert _edge_set(directed) == {(int(a), int(b)) for a, b in ogb.EDGES}
 
 
-def test_ogb_products_adds_inverse_edges_and_uses_sales_ranking(tmp_path):
-    write_ogb(tmp_path, name="ogbn-products", split_type="sales_ranking")
+def test_ogb_products_adds_inverse_edges_and_uses_sales_ranking(tmp_path, ogb):
+    ogb.write(tmp_path, name="ogbn-products", split_type="sales_ranking")
     g = load_dataset("ogbn-products", root=tmp_path, symmetrize=False)
-    assert g.is_symmetric() and g.num_edges == 2 * len(OGB_EDGES)
+    assert g.is_symmetric() and g.num_edges == 2 * len(ogb.EDGES)
     # The same folder through the format name and through load_path's guess.
     folder = tmp_path / "ogbn_products"
     for h in (load_dataset("ogb", root=folder), load_path(folder)):
         assert torch.equal(h.indices, load_dataset("ogbn-products", root=tmp_path).indices)
 
 
-def test_ogb_missing_label_is_minus_one_and_in_no_mask(tmp_path):
+def test_ogb_missing_label_is_minus_one_and_in_no_mask(tmp_path, ogb):
     labels = np.array([0, 1, 2, 0, 1, 2, np.nan])
-    d = write_ogb(tmp_path, labels=labels)
-    _gz(d / "split" / "time" / "test.csv.gz", "5\n")
+    d = ogb.write(tmp_path, labels=labels)
+    ogb.gz(d / "split" / "time" / "test.csv.gz", "5\n")
     g = load_dataset("ogb", root=d)
     assert int(g.labels[6]) == -1 and g.test_mask.nonzero().flatten().tolist() == [5]
 
@@ -88,21 +58,21 @@ def test_ogb_missing_label_is_minus_one_and_in_no_mask(tmp_path):
 @pytest.mark.parametrize(
     "damage, message",
     [
-        (lambda d: _gz(d / "raw" / "edge.csv.gz", "0,1\n1,7\n2,3\n3,0\n4,5\n5,6\n6,4\n0,4\n"), "edge ids must lie in"),
-        (lambda d: _gz(d / "raw" / "edge.csv.gz", "0,1\n-1,2\n2,3\n3,0\n4,5\n5,6\n6,4\n0,4\n"), "edge ids must lie in"),
-        (lambda d: _gz(d / "raw" / "node-label.csv.gz", "0\n1\n2\n"), "node-label.csv.gz: expected N=7 rows"),
-        (lambda d: _gz(d / "raw" / "node-feat.csv.gz", "0,0,0\n" * 6), "node-feat.csv.gz: expected N=7 rows"),
-        (lambda d: _gz(d / "raw" / "node-feat.csv.gz", "0,nan,0\n" * 7), "finite"),
-        (lambda d: _gz(d / "raw" / "edge.csv.gz", "0,1\n1,2\n"), "expected 8 rows"),
-        (lambda d: _gz(d / "split" / "time" / "valid.csv.gz", "2\n3\n"), "must not overlap"),
-        (lambda d: _gz(d / "split" / "time" / "train.csv.gz", ""), "train set must not be empty"),
-        (lambda d: (d / "raw" / "edge.csv.gz").write_bytes(gzip.compress(b"0,1\n" * 50)[:20]), "truncated or corrupt"),
-        (lambda d: (d / "raw" / "num-node-list.csv.gz").unlink(), "num-node-list.csv.gz"),
+        (lambda d, ogb: ogb.gz(d / "raw" / "edge.csv.gz", "0,1\n1,7\n2,3\n3,0\n4,5\n5,6\n6,4\n0,4\n"), "edge ids must lie in"),
+        (lambda d, ogb: ogb.gz(d / "raw" / "edge.csv.gz", "0,1\n-1,2\n2,3\n3,0\n4,5\n5,6\n6,4\n0,4\n"), "edge ids must lie in"),
+        (lambda d, ogb: ogb.gz(d / "raw" / "node-label.csv.gz", "0\n1\n2\n"), "node-label.csv.gz: expected N=7 rows"),
+        (lambda d, ogb: ogb.gz(d / "raw" / "node-feat.csv.gz", "0,0,0\n" * 6), "node-feat.csv.gz: expected N=7 rows"),
+        (lambda d, ogb: ogb.gz(d / "raw" / "node-feat.csv.gz", "0,nan,0\n" * 7), "finite"),
+        (lambda d, ogb: ogb.gz(d / "raw" / "edge.csv.gz", "0,1\n1,2\n"), "expected 8 rows"),
+        (lambda d, ogb: ogb.gz(d / "split" / "time" / "valid.csv.gz", "2\n3\n"), "must not overlap"),
+        (lambda d, ogb: ogb.gz(d / "split" / "time" / "train.csv.gz", ""), "train set must not be empty"),
+        (lambda d, ogb: (d / "raw" / "edge.csv.gz").write_bytes(gzip.compress(b"0,1\n" * 50)[:20]), "truncated or corrupt"),
+        (lambda d, ogb: (d / "raw" / "num-node-list.csv.gz").unlink(), "num-node-list.csv.gz"),
     ],
 )
-def test_ogb_bad_input_is_one_line_data_error(tmp_path, damage, message):
-    d = write_ogb(tmp_path)
-    damage(d)
+def test_ogb_bad_input_is_one_line_data_error(tmp_path, damage, message, ogb):
+    d = ogb.write(tmp_path)
+    damage(d, ogb)
     with pytest.raises(DataError, match=message) as info:
         load_dataset("ogbn-arxiv", root=tmp_path, cache=False)
     assert "\n" not in str(info.value)
@@ -292,7 +262,7 @@ def test_unknown_name_lists_known_names():
     assert "no-such-graph" in msg and all(n in msg for n in list_datasets())
 
 
-def test_root_from_environment_and_missing_root(tmp_path, monkeypatch):
+def test_root_from_environment_and_missing_root(tmp_path, monkeypatch, ogb):
     monkeypatch.delenv("GNNPIPE_DATA_ROOT", raising=False)
     with pytest.raises(DataError, match="GNNPIPE_DATA_ROOT"):
         load_dataset("cora")
@@ -303,13 +273,13 @@ def test_root_from_environment_and_missing_root(tmp_path, monkeypatch):
     (tmp_path / "planetoid").mkdir()
     with pytest.raises(DataError, match=r"ind\.cora\.x"):
         load_dataset("cora", root=tmp_path)  # the folder exists, its files do not
-    write_ogb(tmp_path)
+    ogb.write(tmp_path)
     monkeypatch.setenv("GNNPIPE_DATA_ROOT", str(tmp_path))
-    assert load_dataset("ogbn-arxiv").num_nodes == N_OGB
+    assert load_dataset("ogbn-arxiv").num_nodes == ogb.N
 
 
-def test_unknown_option_is_config_error(tmp_path):
-    write_ogb(tmp_path)
+def test_unknown_option_is_config_error(tmp_path, ogb):
+    ogb.write(tmp_path)
     with pytest.raises(ConfigError, match="bogus"):
         load_dataset("ogbn-arxiv", root=tmp_path, bogus=1)
     with pytest.raises(ConfigError, match="bogus"):
