@@ -114,7 +114,9 @@ def synthetic_graph(
 
     num_pairs = int(round(n * avg_degree / 2.0))
     cum_all = np.cumsum(theta)
-    u = np.searchsorted(cum_all, rng.random(num_pairs) * cum_all[-1], side="right")
+    # The pairs are exchangeable, so the first ends may be drawn in sorted order: sorted
+    # queries make this searchsorted sequential in memory (several times faster).
+    u = np.searchsorted(cum_all, np.sort(rng.random(num_pairs)) * cum_all[-1], side="right")
     np.minimum(u, n - 1, out=u)
     cu = labels[u]
     other = (cu + rng.integers(1, c, size=num_pairs)) % c
@@ -128,7 +130,10 @@ def synthetic_graph(
     # Canonical unordered pairs, without self-loops and repeats, then both directions.
     a, b = np.minimum(u, v), np.maximum(u, v)
     keep = a != b
-    pair_key = np.unique(a[keep] * n + b[keep])
+    # Sort + adjacent comparison: much faster than np.unique's hash path on 10^7 keys.
+    pair_key = np.sort(a[keep] * n + b[keep])
+    if pair_key.size:
+        pair_key = pair_key[np.concatenate(([True], pair_key[1:] != pair_key[:-1]))]
     del a, b, keep, u, v
     a, b = pair_key // n, pair_key % n
     del pair_key
