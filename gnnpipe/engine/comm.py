@@ -17,6 +17,16 @@ Ordering rules, the same for gloo and NCCL:
   receives must therefore be posted as ONE :meth:`Comm.batch` (``batch_isend_irecv``,
   i.e. an NCCL group), which is deadlock-free whatever the order inside it. Single
   :meth:`Comm.isend` / :meth:`Comm.irecv` are for one-directional traffic.
+* NCCL also runs every single ``isend``/``irecv`` between one pair of ranks, in both
+  directions, on ONE stream of one communicator, in posting order. A pipeline that
+  posts its receives ahead (stage s: ``irecv`` gradient from s+1, then ``isend``
+  activation to s+1; stage s+1 the mirror image) would then deadlock: each stream
+  waits on a receive whose matching send sits behind the other stream's receive.
+  So under NCCL (``directional=True``, the default there) every ordered pair
+  ``(src, dst)`` gets its own two-rank process group, created once by every rank in
+  the same order, and single sends/receives travel on the group of their direction:
+  the two directions of a pair never queue behind each other, and within one
+  direction sends and receives match in posting order as they must anyway.
 * NCCL requires the first p2p batch of a group to involve all its ranks; the
   constructor runs one collective so that every later batch may be partial.
 
@@ -35,6 +45,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, NamedTuple, Sequence
 
 import torch
@@ -82,9 +93,13 @@ class Comm:
         rank / world_size: this worker's place in the default group.
         device: where payload tensors live (control tensors are made there too, as
             NCCL only moves device memory).
+        directional: give each direction of each pair its own group for single
+            ``isend``/``irecv`` (module docstring); default: on under NCCL only.
+        timeout_s: timeout of those groups (default: torch's).
     """
 
-    def __init__(self, rank: int, world_size: int, device: torch.device | str = "cpu") -> None:
+    def __init__(self, rank: int, world_size: int, device: torch.device | str = "cpu", *,
+                 directional: bool | None = None, timeout_s: float | None = None) -> None:
         self.rank = int(rank)
         self.world_size = int(world_size)
         self.device = torch.device(device)
@@ -92,10 +107,24 @@ class Comm:
         self._totals: dict[str, int] = {k: 0 for k in KINDS}
         self._wait_s = 0.0
         self._initialized = dist.is_available() and dist.is_initialized()
+        self._dir_groups: dict[tuple[int, int], Any] = {}
         if self._initialized and self.world_size > 1:
             # First collective on the group: afterwards partial p2p batches are legal
             # under NCCL (see the module docstring); with gloo it is a cheap barrier.
             self.all_reduce_control([0.0])
+            if directional is None:
+                directional = dist.get_backend() == "nccl"
+            if directional:
+                # One group per direction of every pair (module docstring). new_group is
+                # collective over all ranks: every rank walks the pairs in one order.
+                for a in range(self.world_size):
+                    for b in range(self.world_size):
+                        if a != b:
+                            g = dist.new_group([a, b], timeout=None if timeout_s is None
+                                               else timedelta(seconds=timeout_s))
+                            if self.rank in (a, b):
+                                self._dir_groups[(a, b)] = g
+        self.directional = bool(self._dir_groups)
 
     # ------------------------------------------------------------------ counting
     def _count(self, kind: str, tensor: torch.Tensor) -> None:
@@ -135,7 +164,7 @@ class Comm:
         self._check_peer(dst)
         t = tensor.detach().contiguous()
         self._count(kind, t)
-        return Handle([dist.isend(t, dst=dst, tag=tag)], [t])
+        return Handle([dist.isend(t, dst=dst, group=self._dir_groups.get((self.rank, dst)), tag=tag)], [t])
 
     def irecv(self, tensor: torch.Tensor, src: int, kind: str, tag: int = 0) -> Handle:
         """Start receiving into ``tensor`` (must be contiguous) from ``src``; not counted."""
@@ -144,7 +173,8 @@ class Comm:
             raise ValueError(f"comm kind: expected one of {', '.join(KINDS)}, found {kind!r}")
         if not tensor.is_contiguous():
             raise ValueError("comm irecv: expected a contiguous receive buffer, found a strided view")
-        return Handle([dist.irecv(tensor, src=src, tag=tag)], [tensor])
+        return Handle([dist.irecv(tensor, src=src, group=self._dir_groups.get((src, self.rank)), tag=tag)],
+                      [tensor])
 
     def batch(self, ops: Sequence[P2P]) -> Handle:
         """Post sends and receives as one group (deadlock-free under NCCL, see the

@@ -187,7 +187,7 @@ def worker_main(cfg: Any, chunked: Any, info: dict[str, Any], t_start: float,
     from gnnpipe.trainer.single import EarlyStopping
 
     rank, world, local_rank, device = launch.join_process_group(cfg.parallel)
-    comm = Comm(rank, world, device)
+    comm = Comm(rank, world, device, timeout_s=launch.dist_timeout_s())
     tc, pc = cfg.train, cfg.parallel
     if chunked is None:
         # Rank 0 builds the cache entry; the others read it after the barrier.

@@ -150,11 +150,11 @@ def join_process_group(parallel: Any) -> tuple[int, int, int, torch.device]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     backend = resolve_backend(parallel)
-    kwargs: dict[str, Any] = {}
-    if backend == "nccl":
-        kwargs["device_id"] = device  # eager NCCL init, bound to this GPU
+    # NCCL communicators are created lazily, on first use (torch's default): the
+    # communicator makes the per-direction groups up front, which then cost nothing
+    # until used.
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=dist_timeout_s()), **kwargs)
+                            timeout=timedelta(seconds=dist_timeout_s()))
     logger.debug("joined %s process group as rank %d/%d on %s", backend, rank, world, device)
     return rank, world, local_rank, device
 

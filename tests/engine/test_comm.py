@@ -54,7 +54,30 @@ def _all_worker(rank: int, world: int) -> dict:
     if world == 4:
         out["ar_sub"] = _allreduce_worker(rank, world, SIZES, [1, 3], comm)
     out["control"] = _control_worker(rank, world, comm)
+    out["directional"] = _directional_worker(rank, world)
     return out
+
+
+def _directional_worker(rank: int, world: int) -> dict:
+    """The pipeline pattern that would deadlock NCCL on one stream per pair: both
+    neighbours' receives posted ahead, then the sends, in both directions at once.
+    Run on per-direction groups (the NCCL default), here exercised under gloo."""
+    from gnnpipe.engine.comm import Comm
+
+    comm = Comm(rank, world, directional=True, timeout_s=60)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    recv_fwd = [torch.empty(2, 3) for _ in range(2)]
+    recv_bwd = [torch.empty(4) for _ in range(2)]
+    handles = []
+    for k in range(2):  # two messages per direction: matched in posting order
+        handles.append(comm.irecv(recv_fwd[k], prv, "stage_activations", tag=1))
+        handles.append(comm.irecv(recv_bwd[k], nxt, "stage_gradients", tag=2))
+    for k in range(2):
+        handles.append(comm.isend(torch.full((2, 3), 10.0 * rank + k), nxt, "stage_activations", tag=1))
+        handles.append(comm.isend(torch.full((4,), -10.0 * rank - k), prv, "stage_gradients", tag=2))
+    for h in handles:
+        comm.wait(h)
+    return {"directional": comm.directional, "fwd": recv_fwd, "bwd": recv_bwd, "counters": comm.take_counters()}
 
 
 _CACHE: dict = {}
@@ -147,3 +170,16 @@ def test_control_messages_are_uncounted_and_unknown_kinds_refused(world_results)
         assert out["g"] == [2 * q for q in range(world)]
         assert all(v == 0 for v in out["counters"].values())
         assert out["bad"] is not None and "not_a_kind" in out["bad"]
+
+
+def test_directional_groups_carry_both_directions_with_receives_posted_ahead(world_results) -> None:
+    world, all_res = world_results
+    for r, res in enumerate(all_res):
+        out = res["directional"]
+        assert out["directional"] is True
+        prv, nxt = (r - 1) % world, (r + 1) % world
+        for k in range(2):
+            assert torch.equal(out["fwd"][k], torch.full((2, 3), 10.0 * prv + k))
+            assert torch.equal(out["bwd"][k], torch.full((4,), -10.0 * nxt - k))
+        assert out["counters"]["stage_activations"] == 2 * 6 * 4
+        assert out["counters"]["stage_gradients"] == 2 * 4 * 4
