@@ -17,6 +17,20 @@ SMALL = ["--dataset", "synthetic", "--data-option", "num_nodes=60", "--model", "
          "--hidden", "4", "--epochs", "1", "--device", "cpu"]
 
 
+@pytest.fixture(autouse=True)
+def _restore_logger():
+    """The in-process CLI points the ``gnnpipe`` logger at the captured stderr; put
+    it back so that later tests do not log into a closed stream."""
+    import logging
+
+    log = logging.getLogger("gnnpipe")
+    saved = (list(log.handlers), log.level, log.propagate)
+    yield
+    log.handlers[:] = saved[0]
+    log.setLevel(saved[1])
+    log.propagate = saved[2]
+
+
 @pytest.fixture
 def no_launch(monkeypatch):
     """Fail the test if anything tries to start worker processes."""
