@@ -66,18 +66,23 @@ class GNNLayer(nn.Module):
         return f"in_dim={self.in_dim}, out_dim={self.out_dim}"
 
 
-def _aggregate_linear(h_local: Tensor, ops: Any, weight: Tensor, reduce: str) -> Tensor:
-    """``aggregate(h_local) @ weight``, multiplying on the narrower side first.
+def _aggregate_linear(h_local: Tensor, ops: Any, weight: Tensor, reduce: str,
+                      bias: Tensor | None = None) -> Tensor:
+    """``aggregate(h_local) @ weight (+ bias)``, multiplying on the narrower side first.
 
     ``A (H W) == (A H) W``: when the output is narrower than the input the rows are
     transformed first (so the sparse product moves ``out_dim`` columns), otherwise the
-    product aggregates ``in_dim`` columns and only the own rows are transformed.
+    product aggregates ``in_dim`` columns and only the own rows are transformed. The
+    result is always a fresh tensor (never the aggregation's own output), so callers
+    may modify it in place.
 
-    Shapes: h_local [num_local, in]; weight [in, out]; result [num_own, out].
+    Shapes: h_local [num_local, in]; weight [in, out]; bias [out]; result [num_own, out].
     """
     if weight.shape[1] < weight.shape[0]:
-        return ops.aggregate(h_local @ weight, reduce)
-    return ops.aggregate(h_local, reduce) @ weight
+        y = ops.aggregate(h_local @ weight, reduce)
+        return y + bias if bias is not None else y.clone()
+    agg = ops.aggregate(h_local, reduce)
+    return torch.addmm(bias, agg, weight) if bias is not None else agg @ weight
 
 
 class GCNLayer(GNNLayer):
@@ -97,10 +102,9 @@ class GCNLayer(GNNLayer):
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
         h = F.dropout(h_local, self.dropout, self.training)
-        out = _aggregate_linear(h, ops, self.weight, "gcn")
-        if self.bias is not None:
-            out = out + self.bias
-        return F.relu(out) if self.activation else out
+        out = _aggregate_linear(h, ops, self.weight, "gcn", self.bias)
+        # ``out`` is a fresh tensor that no backward needs: ReLU may overwrite it.
+        return F.relu(out, inplace=True) if self.activation else out
 
 
 class SAGELayer(GNNLayer):
@@ -122,7 +126,7 @@ class SAGELayer(GNNLayer):
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
         h = F.dropout(h_local, self.dropout, self.training)
         out = _sage_conv(h, ops, self.weight_self, self.weight_nbr, self.bias)
-        return F.relu(out) if self.activation else out
+        return F.relu(out, inplace=True) if self.activation else out
 
 
 def _sage_conv(h_local: Tensor, ops: Any, w_self: Tensor, w_nbr: Tensor, bias: Tensor | None) -> Tensor:
@@ -131,10 +135,9 @@ def _sage_conv(h_local: Tensor, ops: Any, w_self: Tensor, w_nbr: Tensor, bias: T
     Shapes: h_local [num_local, in]; w_self, w_nbr [in, out]; result [num_own, out].
     """
     own = h_local[: ops.num_own]
-    nbr = _aggregate_linear(h_local, ops, w_nbr, "mean")
-    if bias is not None:
-        return torch.addmm(nbr + bias, own, w_self)
-    return torch.addmm(nbr, own, w_self)
+    nbr = _aggregate_linear(h_local, ops, w_nbr, "mean", bias)
+    # nbr is fresh and addmm's backward does not need it: accumulate in place.
+    return nbr.addmm_(own, w_self)
 
 
 class GCNIILayer(GNNLayer):
@@ -166,10 +169,11 @@ class GCNIILayer(GNNLayer):
         if h0 is None:
             raise ValueError("GCNIILayer needs h0 (the input projection's output for the own rows)")
         h = F.dropout(h_local, self.dropout, self.training)
-        support = torch.add(ops.aggregate(h, "gcn") * (1.0 - self.alpha), h0, alpha=self.alpha)
+        # (1-alpha) A_hat h + alpha h0 in one pass.
+        support = torch.lerp(ops.aggregate(h, "gcn"), h0, self.alpha)
         # (1-beta) support + beta support W in one fused kernel.
         out = torch.addmm(support, support, self.weight, beta=1.0 - self.beta, alpha=self.beta)
-        return F.relu(out) if self.activation else out
+        return F.relu(out, inplace=True) if self.activation else out
 
     def extra_repr(self) -> str:
         return f"dim={self.in_dim}, l={self.layer_index}, alpha={self.alpha}, beta={self.beta:.4f}"
@@ -227,4 +231,4 @@ class MLPLayer(GNNLayer):
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
         h = F.dropout(h_local[: ops.num_own], self.dropout, self.training)
         out = h @ self.weight if self.bias is None else torch.addmm(self.bias, h, self.weight)
-        return F.relu(out) if self.activation else out
+        return F.relu(out, inplace=True) if self.activation else out
