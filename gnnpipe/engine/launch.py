@@ -196,7 +196,7 @@ def _looks_like_comm_error(exc: BaseException) -> bool:
 
 
 def _child_main(rank: int, world_size: int, port: int, local_world: int, target: Callable[..., Any],
-                payload: bytes, log_level: str, conn: Any) -> None:
+                payload: bytes, log_level: str, conn: Any, launcher_pid: int) -> None:
     """Body of one locally launched worker: set torchrun's variables, run ``target``,
     report to the launcher through ``conn``."""
     os.environ.update({
@@ -208,6 +208,7 @@ def _child_main(rank: int, world_size: int, port: int, local_world: int, target:
     from gnnpipe.trainer.progress import setup_logging
 
     setup_logging(log_level, rank=rank)
+    _watch_parent(rank, launcher_pid)
     try:
         args = pickle.loads(payload)
         result = target(*args)
@@ -232,6 +233,24 @@ def _child_main(rank: int, world_size: int, port: int, local_world: int, target:
         leave_process_group()
     except Exception:  # pragma: no cover - the run is complete either way
         pass
+
+
+def _watch_parent(rank: int, parent: int, interval_s: float = 1.0) -> None:
+    """End this worker if the launcher (pid ``parent``) disappears (killed, or stopped
+    by a signal it cannot catch): an orphaned worker would otherwise train on alone,
+    or wait for peers that the launcher's death left behind."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                logging.getLogger("gnnpipe.engine").error("rank %d: the launcher (pid %d) is gone; exiting",
+                                                          rank, parent)
+                logging.shutdown()
+                os._exit(1)
+
+    threading.Thread(target=watch, name="gnnpipe-parent-watch", daemon=True).start()
 
 
 # ----------------------------------------------------------------------- launcher side
@@ -269,7 +288,8 @@ def launch_local(target: Callable[..., Any], world_size: int, args: Sequence[Any
         for rank in range(world_size):
             recv_end, send_end = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_child_main, name=f"gnnpipe-rank{rank}", daemon=False,
-                            args=(rank, world_size, port, world_size, target, payload, log_level, send_end))
+                            args=(rank, world_size, port, world_size, target, payload, log_level, send_end,
+                                  os.getpid()))
             p.start()
             send_end.close()
             procs.append(p)

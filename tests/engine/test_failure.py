@@ -6,6 +6,7 @@ rank; nothing hangs. Failures are injected with the test hooks of
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,3 +51,58 @@ def test_torchrun_worker_failure_ends_every_worker_nonzero() -> None:
     assert proc.returncode != 0, out[-2000:]
     assert "worker rank 1 failed" in out and "injected failure" in out, out[-3000:]
     assert elapsed < 60, f"took {elapsed:.0f} s"
+
+
+def _children(pid: int) -> list[int]:
+    """pids of the spawned worker processes whose parent is ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"spawn_main" in cmd:
+            out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find the worker processes")
+def test_workers_exit_when_the_launcher_is_killed() -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GNNPIPE_DIST_TIMEOUT_S": "30"}
+    proc = subprocess.Popen(CLI[:-6] + ["--epochs", "100000", "--device", "cpu", "--log-level", "WARNING",
+                                        "--mode", "graph", "--workers", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(kids) < 2:
+            time.sleep(0.5)
+            kids = _children(proc.pid)
+        assert len(kids) == 2, "the workers did not start"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(k) for k in kids):
+            time.sleep(0.5)
+        assert not any(_alive(k) for k in kids), "workers outlived their launcher"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for k in kids:  # only the workers this test started, and only if still there
+            if _alive(k):
+                os.kill(k, signal.SIGKILL)
