@@ -11,12 +11,14 @@ there, atomically, by the process that holds it (rank 0).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from gnnpipe.config import DataConfig, ModelConfig, ParallelConfig, RunConfig, TrainConfig
 from gnnpipe.errors import ConfigError
 
-__all__ = ["train", "train_from_config", "load_graph", "run"]
+__all__ = ["train", "train_from_config", "load_graph", "run", "check_writable"]
 
 
 def _engine_entry() -> Any:
@@ -31,12 +33,29 @@ def _engine_entry() -> Any:
     return run_distributed
 
 
+def check_writable(path: str) -> None:
+    """Refuse, before training, a ``json_out`` that could not be written at the end:
+    an existing directory, or a location whose nearest existing folder is not a
+    writable directory. Creates nothing."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ConfigError(f"train.json_out: expected a file path, found the directory {str(p)!r}")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"train.json_out: expected a writable location, found {str(p)!r} "
+                          f"({str(parent)!r} is not a writable directory)")
+
+
 def run(run_config: RunConfig, graph: Any) -> dict[str, Any] | None:
     """Train ``graph`` as ``run_config`` says; the record (None on ranks other than 0
     of a distributed run). Writes ``train.json_out`` when set."""
     if not isinstance(run_config, RunConfig):
         raise ConfigError(f"run_config: expected a RunConfig, found {type(run_config).__name__}")
     run_config.check_against_graph(graph.num_nodes)
+    if run_config.train.json_out:
+        check_writable(run_config.train.json_out)
     mode = run_config.parallel.mode
     if mode == "single":
         from gnnpipe.trainer.single import train_single
@@ -50,7 +69,11 @@ def run(run_config: RunConfig, graph: Any) -> dict[str, Any] | None:
     if record is not None and run_config.train.json_out:
         from gnnpipe.trainer.record import write_json_atomic
 
-        write_json_atomic(record, run_config.train.json_out)
+        try:
+            write_json_atomic(record, run_config.train.json_out)
+        except OSError as exc:
+            raise ConfigError(f"train.json_out: expected a writable path, found {run_config.train.json_out!r} "
+                              f"({exc.strerror or exc})") from None
     return record
 
 
@@ -90,4 +113,6 @@ def train_from_config(run_config: RunConfig) -> dict[str, Any] | None:
     """Load ``run_config.data`` and train on it; the record (rank 0) or None."""
     if not isinstance(run_config, RunConfig):
         raise ConfigError(f"run_config: expected a RunConfig, found {type(run_config).__name__}")
+    if run_config.train.json_out:
+        check_writable(run_config.train.json_out)  # before the (maybe long) load
     return run(run_config, load_graph(run_config.data))

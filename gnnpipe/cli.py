@@ -223,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if env is not None:
             cfg = _torchrun_config(cfg, given, env["world_size"])
+            if rank == 0 and cfg.train.json_out:
+                api.check_writable(cfg.train.json_out)
             graph = api.load_graph(cfg.data)
             entry = api._engine_entry()
             if entry is None:
@@ -233,7 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if rank == 0 and record is not None and cfg.train.json_out:
                 from gnnpipe.trainer.record import write_json_atomic
 
-                write_json_atomic(record, cfg.train.json_out)
+                try:
+                    write_json_atomic(record, cfg.train.json_out)
+                except OSError as exc:
+                    raise ConfigError(f"train.json_out: expected a writable path, found "
+                                      f"{cfg.train.json_out!r} ({exc.strerror or exc})") from None
         else:
             log.debug("config: %s", cfg.to_dict())
             record = api.train_from_config(cfg)

@@ -137,3 +137,15 @@ def test_single_mode_under_torchrun_is_refused(monkeypatch, capsys, restore_logg
     assert main(["--mode", "single", "--log-level", "ERROR"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "torchrun" in err[0]
+
+
+def test_json_out_that_cannot_be_written_is_refused_before_training(tmp_path):
+    from gnnpipe.api import check_writable
+
+    with pytest.raises(ConfigError, match=r"^train\.json_out: expected a file path"):
+        check_writable(str(tmp_path))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"^train\.json_out: "):
+        check_writable(str(tmp_path / "file" / "rec.json"))  # a file where a folder must be
+    check_writable(str(tmp_path / "new" / "deeper" / "rec.json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing created
