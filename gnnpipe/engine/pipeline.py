@@ -318,8 +318,9 @@ class StagePipeline:
                     self.timer.wait(self.comm.irecv(buf, self.rank - 1, "evaluation", _TAG_FWD))
                 h = torch.zeros(self.N, d_in, device=self.device, dtype=self.dtype)
                 h[r0:r1] = buf[:, :d_in]
-                h0 = torch.zeros(self.N, self.h0_dim, device=self.device, dtype=self.dtype)
+                h0 = None
                 if self.needs_h0:
+                    h0 = torch.zeros(self.N, self.h0_dim, device=self.device, dtype=self.dtype)
                     h0[r0:r1] = buf[:, d_in:]
             for i in range(self.a, self.b):
                 l = i + 1
@@ -394,6 +395,8 @@ class StagePipeline:
                 step_of[k] = t
         self.step_of = step_of.to(self.device)
         schedule = sch.build_schedule(self.S, self.C, order, num_steps=steps)
+        if self.epochs_done == 0 and logger.isEnabledFor(logging.DEBUG):
+            logger.debug("rank %d: schedule of the first epoch\n%s", self.rank, schedule)
 
         if self.period != 1:
             for l in self.buffered:
