@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import gzip
-import io
 import json
 import logging
 import re
@@ -322,10 +321,11 @@ def load_graphdata_npz(
         if key not in d:
             raise DataError(f"{path}: expected the key {key!r}, found keys {sorted(d)}")
     adj, attr = d["adj_matrix"], d["node_attr"]
-    n = int(adj.shape[0]) if hasattr(adj, "shape") else -1
+    edges = _scipy_edges(adj, f"{path}[adj_matrix]")
+    n = int(adj.shape[0])
     if not (sp.issparse(attr) or isinstance(attr, np.ndarray)):
         raise DataError(f"{path}: expected node_attr to be a matrix, found {type(attr).__name__}")
-    return _finish(_scipy_edges(adj, str(path)), attr, _compact_labels(d["node_label"], str(path)), num_nodes=n, name=name,
+    return _finish(edges, attr, _compact_labels(d["node_label"], str(path)), num_nodes=n, name=name,
                    symmetrize=symmetrize, seed=seed, train_per_class=train_per_class, val_per_class=val_per_class)
 
 

@@ -292,3 +292,33 @@ def test_list_datasets_covers_every_shared_folder():
     for n in ("cora", "citeseer", "pubmed", "gnnbench-cora", "cora_ml", "amazon_photo", "tolokers",
               "geom-film", "facebook", "linqs-citeseer", "polblogs", "ogbn-arxiv", "ogbn-products"):
         assert n in names
+
+
+def _graphdata(path, adj, attr, labels):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for key, value in (("adj_matrix", adj), ("node_attr", attr), ("node_label", labels)):
+            if not isinstance(value, np.ndarray):
+                box = np.empty((), dtype=object)
+                box[()] = value
+                value = box
+            buf = io.BytesIO()
+            np.save(buf, value, allow_pickle=True)
+            zf.writestr(f"{key}.npy", buf.getvalue())
+    return path
+
+
+@pytest.mark.parametrize(
+    "adj, attr, labels, message",
+    [
+        (np.arange(4), sp.eye(3, format="csr"), np.zeros(3, np.int32), "expected a scipy sparse adjacency"),
+        (sp.eye(3, format="csr"), sp.eye(2, format="csr"), np.zeros(3, np.int32), "features must have shape"),
+        (sp.eye(3, format="csr"), sp.eye(3, format="csr"), np.zeros(4, np.int32), "labels must have N=3"),
+        (sp.csr_matrix(np.ones((2, 3))), sp.eye(2, format="csr"), np.zeros(2, np.int32), "square"),
+    ],
+)
+def test_graphdata_bad_input(tmp_path, adj, attr, labels, message):
+    path = _graphdata(tmp_path / "bad.npz", adj, attr, labels)
+    with pytest.raises(DataError, match=message):
+        load_dataset("graphdata", root=path)
