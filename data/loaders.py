@@ -180,13 +180,24 @@ def _numeric_table(data: bytes, dtype: Any, what: str, *, skip_header: bool = Fa
 _PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
 
 
-def planetoid_files(folder: str | Path, *, name: str, structure_only: bool = False, **_: Any) -> list[Path]:
+def planetoid_files(folder: str | Path, *, name: str, structure_only: bool = False, split: str | int = "public",
+                    splits_dir: str | Path | None = None, **_: Any) -> list[Path]:
     parts = ("y", "ty", "ally", "graph", "test.index") if structure_only else _PLANETOID_PARTS
-    return [Path(folder) / f"ind.{name}.{p}" for p in parts]
+    files = [Path(folder) / f"ind.{name}.{p}" for p in parts]
+    if split != "public" and splits_dir is not None:
+        files.append(geom_gcn_split_file(splits_dir, name, split))
+    return files
 
 
 def load_planetoid(
-    folder: str | Path, *, name: str, symmetrize: bool = True, structure_only: bool = False, num_val: int = 500
+    folder: str | Path,
+    *,
+    name: str,
+    symmetrize: bool = True,
+    structure_only: bool = False,
+    num_val: int = 500,
+    split: str | int = "public",
+    splits_dir: str | Path | None = None,
 ) -> Graph:
     """Planetoid ``ind.<name>.*`` files with the public split, assembled as the GCN loader does.
 
@@ -194,7 +205,9 @@ def load_planetoid(
     ``len(y)`` vertices, val = the next ``num_val`` (500, the standard), test = the ids in
     ``test.index``. Test-range ids
     with no tx row (CiteSeer's 15 isolated vertices) get a zero feature row, label -1 and no
-    mask. ``structure_only=True`` reads no feature file (features [N, 0]): PubMed's graph,
+    mask. ``split=k`` (with ``splits_dir``) uses the Geom-GCN 60/20/20 split ``k`` instead
+    (``<name>_split_0.6_0.2_<k>.npz``, Planetoid vertex order); vertices without a label
+    are dropped from its masks. ``structure_only=True`` reads no feature file (features [N, 0]): PubMed's graph,
     labels and split remain usable when ``ind.pubmed.allx`` is missing.
     """
     folder = Path(folder)
@@ -233,13 +246,18 @@ def load_planetoid(
         raise DataError(f"{files['graph']}: expected a dict of adjacency lists, found {type(adj).__name__}")
     src = np.fromiter(chain.from_iterable([k] * len(v) for k, v in adj.items()), dtype=np.int64)
     dst = np.fromiter(chain.from_iterable(adj.values()), dtype=np.int64)
-    n_train = int(y.shape[0])
-    train = np.zeros(n, dtype=bool)
-    train[:n_train] = True
-    val = np.zeros(n, dtype=bool)
-    val[n_train:n_train + num_val] = True
-    test = np.zeros(n, dtype=bool)
-    test[test_idx] = True
+    if split == "public":
+        n_train = int(y.shape[0])
+        train = np.zeros(n, dtype=bool)
+        train[:n_train] = True
+        val = np.zeros(n, dtype=bool)
+        val[n_train:n_train + num_val] = True
+        test = np.zeros(n, dtype=bool)
+        test[test_idx] = True
+    else:
+        if splits_dir is None:
+            raise DataError(f"{name} split: split={split!r} needs splits_dir (the Geom-GCN splits folder), found none")
+        train, val, test = (m & (labels >= 0) for m in _geom_gcn_masks(splits_dir, name, split, n))
     return _finish(np.stack([src, dst]), feats, labels, num_nodes=n, name=name, symmetrize=symmetrize,
                    masks=(train, val, test), num_classes=num_classes)
 
@@ -362,6 +380,19 @@ def geom_gcn_split_file(splits_dir: str | Path, name: str, split: int) -> Path:
     return Path(splits_dir) / f"{name}_split_0.6_0.2_{split}.npz"
 
 
+def _geom_gcn_masks(splits_dir: str | Path, name: str, split: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three bool [N] masks of Geom-GCN split file ``split`` (0..9)."""
+    sf = geom_gcn_split_file(splits_dir, name, _check_split_index(split, 10, f"{name} split"))
+    d = read_npz(sf, pickled_ok=False)
+    try:
+        masks = tuple(np.asarray(d[k]).reshape(-1) != 0 for k in ("train_mask", "val_mask", "test_mask"))
+    except KeyError:
+        raise DataError(f"{sf}: expected train_mask/val_mask/test_mask, found keys {sorted(d)}") from None
+    if any(m.shape != (n,) for m in masks):
+        raise DataError(f"{sf}: expected masks of length N={n}, found {[m.shape[0] for m in masks]}")
+    return masks  # type: ignore[return-value]
+
+
 def geom_gcn_files(folder: str | Path, *, splits_dir: str | Path | None = None, split: int = 0,
                    name: str | None = None, **_: Any) -> list[Path]:
     folder = Path(folder)
@@ -422,14 +453,7 @@ def load_geom_gcn(
         edges = _numeric_table(edge_file.read_bytes(), np.int64, str(edge_file), skip_header=True)
     if edges.size and edges.shape[1] != 2:
         raise DataError(f"{edge_file}: expected 2 columns, found {edges.shape[1]}")
-    masks = None
-    if splits_dir is not None:
-        sf = geom_gcn_split_file(splits_dir, name, _check_split_index(split, 10, f"{name} split"))
-        d = read_npz(sf, pickled_ok=False)
-        try:
-            masks = tuple(np.asarray(d[k]) != 0 for k in ("train_mask", "val_mask", "test_mask"))
-        except KeyError:
-            raise DataError(f"{sf}: expected train_mask/val_mask/test_mask, found keys {sorted(d)}") from None
+    masks = _geom_gcn_masks(splits_dir, name, split, n) if splits_dir is not None else None
     return _finish(edges.reshape(-1, 2).T, feats, labels, num_nodes=n, name=name, symmetrize=symmetrize,
                    masks=masks, seed=seed, train_per_class=train_per_class, val_per_class=val_per_class)
 

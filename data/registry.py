@@ -46,6 +46,8 @@ ogbn-products         ogbn_products/ (raw/, split/sales_ranking/)         OGB   
 synthetic             (generated, no root)                                contextual SBM    random fractions
 ====================  ==================================================  ================  =====================
 
+``cora``/``citeseer``/``pubmed`` also take ``split=k`` (0..9): the Geom-GCN 60/20/20
+split from ``geom-gcn/splits/`` (unlabelled vertices dropped from its masks).
 "Seeded per class": 20 training and 30 validation vertices per class, the rest test
 (options ``seed``, ``train_per_class``, ``val_per_class``). The raw Geom-GCN Cornell file
 is byte-identical to Texas upstream; prefer ``cornell`` (heterophilous version).
@@ -91,9 +93,9 @@ class DatasetSpec:
 
 def _specs() -> dict[str, DatasetSpec]:
     s: list[DatasetSpec] = [
-        DatasetSpec("cora", "planetoid", "planetoid", {"name": "cora"}),
-        DatasetSpec("citeseer", "planetoid", "planetoid", {"name": "citeseer"}),
-        DatasetSpec("pubmed", "planetoid", "planetoid", {"name": "pubmed"}),
+        DatasetSpec("cora", "planetoid", "planetoid", {"name": "cora", "splits_dir": "geom-gcn/splits"}),
+        DatasetSpec("citeseer", "planetoid", "planetoid", {"name": "citeseer", "splits_dir": "geom-gcn/splits"}),
+        DatasetSpec("pubmed", "planetoid", "planetoid", {"name": "pubmed", "splits_dir": "geom-gcn/splits"}),
         DatasetSpec("gnnbench-cora", "sparsegraph", "gnn-benchmark/cora.npz"),
         DatasetSpec("gnnbench-citeseer", "sparsegraph", "gnn-benchmark/citeseer.npz"),
         DatasetSpec("cora_ml", "sparsegraph", "ppnp/cora_ml.npz"),

@@ -146,3 +146,16 @@ def test_geom_gcn_split_matches_split_file(datasets_root):
     raw = np.load(datasets_root / "geom-gcn" / "splits" / "wisconsin_split_0.6_0.2_7.npz")
     g = load_dataset("geom-wisconsin", root=datasets_root, split=7, cache=False)
     assert torch.equal(g.val_mask, torch.from_numpy(raw["val_mask"] != 0))
+
+
+@pytest.mark.parametrize("name, sizes", [("cora", (1192, 796, 497)), ("citeseer", (1596, 1065, 666))])
+def test_planetoid_geom_gcn_split(datasets_root, name, sizes):
+    """README: Geom-GCN split 0 sizes (of all vertices); unlabelled vertices are dropped."""
+    import numpy as np
+
+    raw = np.load(datasets_root / "geom-gcn" / "splits" / f"{name}_split_0.6_0.2_0.npz")
+    g = load_dataset(name, root=datasets_root, split=0, cache=False)
+    for mask, key, size in zip((g.train_mask, g.val_mask, g.test_mask), ("train_mask", "val_mask", "test_mask"), sizes):
+        stored = torch.from_numpy(raw[key] != 0)
+        assert int(stored.sum()) == size
+        assert torch.equal(mask, stored & (g.labels >= 0))
