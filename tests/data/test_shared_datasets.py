@@ -192,6 +192,7 @@ def _our_key(g):
     return dst * g.num_nodes + src
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # plain pickle names scipy.sparse.csr
 def test_graphdata_matches_plain_numpy_reading(datasets_root):
     """Against np.load(allow_pickle=True) of the same (known, trusted) file."""
     import numpy as np
