@@ -23,7 +23,8 @@ sockets still ends instead of hanging.
 Test hooks (used only by tests, read by the driver at the start of each epoch):
 ``GNNPIPE_TEST_FAIL_RANK=r`` and ``GNNPIPE_TEST_FAIL_EPOCH=e`` (1-based) make rank r
 fail at epoch e; ``GNNPIPE_TEST_FAIL_HOW`` is ``raise`` (default) or ``kill``
-(SIGKILL itself, no report).
+(SIGKILL itself, no report); ``GNNPIPE_TEST_FAIL_MARK=path`` makes the failing rank
+write the wall-clock time of the failure there first (tests measure from it).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
     "TEST_FAIL_RANK",
     "TEST_FAIL_EPOCH",
     "TEST_FAIL_HOW",
+    "TEST_FAIL_MARK",
 ]
 
 logger = logging.getLogger("gnnpipe.engine.launch")
@@ -64,6 +66,7 @@ logger = logging.getLogger("gnnpipe.engine.launch")
 TEST_FAIL_RANK = "GNNPIPE_TEST_FAIL_RANK"
 TEST_FAIL_EPOCH = "GNNPIPE_TEST_FAIL_EPOCH"
 TEST_FAIL_HOW = "GNNPIPE_TEST_FAIL_HOW"
+TEST_FAIL_MARK = "GNNPIPE_TEST_FAIL_MARK"
 _LOCAL_CHILD = "GNNPIPE_LOCAL_WORKER"
 # After the first failure, how long to collect the other workers' reports before
 # choosing whom to blame: a rank that dies makes its peers' transfers fail a moment
@@ -177,6 +180,10 @@ def maybe_inject_failure(rank: int, epoch: int) -> None:
     if epoch != at:
         return
     how = os.environ.get(TEST_FAIL_HOW, "raise")
+    mark = os.environ.get(TEST_FAIL_MARK)
+    if mark:
+        with open(mark, "w") as fh:
+            fh.write(repr(time.time()))
     if how == "kill":
         logger.error("test hook: rank %d kills itself (SIGKILL) at epoch %d", rank, epoch)
         logging.shutdown()

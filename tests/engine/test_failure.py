@@ -20,18 +20,24 @@ CLI = [sys.executable, "-m", "gnnpipe.train", "--dataset", "synthetic", "--data-
        "--log-level", "WARNING"]
 
 
-def _run(args: list[str], fail_rank: int, epoch: int, how: str) -> tuple[subprocess.CompletedProcess, float]:
+def _run(args: list[str], fail_rank: int, epoch: int, how: str, tmp_path) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``args`` with the failure hook armed; returns the process and the seconds
+    from the failure (the time the failing rank wrote to the mark file) to the exit."""
+    mark = tmp_path / "failed_at"
     env = {**os.environ, "GNNPIPE_TEST_FAIL_RANK": str(fail_rank), "GNNPIPE_TEST_FAIL_EPOCH": str(epoch),
-           "GNNPIPE_TEST_FAIL_HOW": how, "GNNPIPE_DIST_TIMEOUT_S": "30", "OMP_NUM_THREADS": "1"}
-    t0 = time.monotonic()
-    # 120 s is the hard stop of the test itself; the assertion below is the 60 s bound.
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
-    return proc, time.monotonic() - t0
+           "GNNPIPE_TEST_FAIL_HOW": how, "GNNPIPE_TEST_FAIL_MARK": str(mark),
+           "GNNPIPE_DIST_TIMEOUT_S": "30", "OMP_NUM_THREADS": "1"}
+    # 240 s is the hard stop of the test itself (start-up on a loaded machine
+    # included); the contract's 60 s is measured from the failure.
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=240, env=env)
+    end = time.time()
+    assert mark.exists(), "the failure hook never fired: " + proc.stderr[-2000:]
+    return proc, end - float(mark.read_text())
 
 
 @pytest.mark.parametrize("how,workers,rank", [("raise", 2, 1), ("kill", 2, 0)])
-def test_launcher_exits_nonzero_naming_the_failed_rank(how: str, workers: int, rank: int) -> None:
-    proc, elapsed = _run(CLI + ["--mode", "graph", "--workers", str(workers)], rank, 2, how)
+def test_launcher_exits_nonzero_naming_the_failed_rank(how: str, workers: int, rank: int, tmp_path) -> None:
+    proc, elapsed = _run(CLI + ["--mode", "graph", "--workers", str(workers)], rank, 2, how, tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: worker rank {rank} failed"), proc.stderr[-2000:]
@@ -39,18 +45,18 @@ def test_launcher_exits_nonzero_naming_the_failed_rank(how: str, workers: int, r
         assert "injected failure" in last
     else:
         assert "signal 9" in last
-    # The whole run, start-up included, ends within the contract's 60 s.
-    assert elapsed < 60, f"took {elapsed:.0f} s"
+    # Every process is gone within the contract's 60 s of the failure.
+    assert elapsed < 60, f"exited {elapsed:.0f} s after the failure"
 
 
-def test_torchrun_worker_failure_ends_every_worker_nonzero() -> None:
+def test_torchrun_worker_failure_ends_every_worker_nonzero(tmp_path) -> None:
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
             "--monitor-interval", "0.5", "-m", "gnnpipe.train", *CLI[3:], "--mode", "graph"]
-    proc, elapsed = _run(args, 1, 2, "raise")
+    proc, elapsed = _run(args, 1, 2, "raise", tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-2000:]
     assert "worker rank 1 failed" in out and "injected failure" in out, out[-3000:]
-    assert elapsed < 60, f"took {elapsed:.0f} s"
+    assert elapsed < 60, f"exited {elapsed:.0f} s after the failure"
 
 
 def _children(pid: int) -> list[int]:
@@ -87,7 +93,7 @@ def test_workers_exit_when_the_launcher_is_killed() -> None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     kids: list[int] = []
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # start-up on a loaded machine
         while time.monotonic() < deadline and len(kids) < 2:
             time.sleep(0.5)
             kids = _children(proc.pid)
