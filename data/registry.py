@@ -1,8 +1,9 @@
 """Dataset registry: ``load_dataset(name, root=None, **options)`` and ``list_datasets()``.
 
 ``root`` (default ``$GNNPIPE_DATA_ROOT``) is a folder laid out like the shared dataset
-collection; each name reads the path below, relative to ``root``. Converted graphs are
-cached (:mod:`gnnpipe.data.cache`); pass ``cache=False`` to bypass the cache.
+collection; each name reads the path below, relative to ``root``. Converted graphs (and
+synthetic graphs, keyed by their options) are cached (:mod:`gnnpipe.data.cache`); pass
+``cache=False`` to bypass the cache.
 
 Named datasets (graphs are returned symmetrised; ``symmetrize=False`` keeps the file's
 direction):
@@ -73,7 +74,7 @@ from typing import Any
 from gnnpipe.data.cache import cached_load
 from gnnpipe.data.graph import Graph
 from gnnpipe.data.loaders import FORMATS, ogb_dir
-from gnnpipe.data.synthetic import synthetic_graph
+from gnnpipe.data.synthetic import GENERATOR_VERSION, synthetic_graph
 from gnnpipe.errors import ConfigError, DataError
 
 __all__ = ["load_dataset", "list_datasets", "list_formats", "load_path", "DatasetSpec", "DATASETS"]
@@ -118,6 +119,8 @@ def _specs() -> dict[str, DatasetSpec]:
         s.append(DatasetSpec(n, "ogb", str(ogb_dir("", n)), {"name": n}))
     return {d.name: d for d in s}
 
+
+_SYNTHETIC_SIGNATURE = inspect.signature(synthetic_graph)
 
 #: Every named dataset (``synthetic`` is handled separately: it has no files).
 DATASETS: dict[str, DatasetSpec] = _specs()
@@ -178,11 +181,15 @@ def load_dataset(name: str, /, root: str | os.PathLike | None = None, **options:
     key = str(name).strip().lower()
     cache = bool(options.pop("cache", True))
     if key == "synthetic":
+        sig = _SYNTHETIC_SIGNATURE
         try:
-            return synthetic_graph(**options)
+            bound = sig.bind(**options)
         except TypeError:
-            allowed = sorted(inspect.signature(synthetic_graph).parameters)
-            raise ConfigError(f"options: synthetic accepts {allowed}, found {sorted(options)}") from None
+            raise ConfigError(f"options: synthetic accepts {sorted(sig.parameters)}, found {sorted(options)}") from None
+        bound.apply_defaults()
+        # Keyed by every resolved option and the generator's version (no source files).
+        key_opts = {**bound.arguments, "generator_version": GENERATOR_VERSION}
+        return cached_load("synthetic", key_opts, [], lambda: synthetic_graph(**options), use_cache=cache)
     if key in FORMATS:
         if root is None:
             raise DataError(f"root: format {key!r} expects root= to be the {FORMATS[key].doc}, found none")

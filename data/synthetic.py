@@ -39,9 +39,13 @@ from gnnpipe.data.graph import Graph
 from gnnpipe.data.splits import fraction_split
 from gnnpipe.errors import DataError
 
-__all__ = ["synthetic_graph", "SYNTHETIC_DEFAULTS"]
+__all__ = ["synthetic_graph", "SYNTHETIC_DEFAULTS", "GENERATOR_VERSION"]
 
 logger = logging.getLogger(__name__)
+
+#: Part of the cache key of generated graphs: bump it whenever the generator's output
+#: for given options changes.
+GENERATOR_VERSION = 1
 
 #: The defaults of :func:`synthetic_graph` (the default job of ``python -m gnnpipe.train``).
 SYNTHETIC_DEFAULTS: dict[str, Any] = {

@@ -132,3 +132,19 @@ def test_default_task_graph_aggregation_clearly_helps(default_graph, one_thread)
     assert raw > chance + 0.2  # the features alone carry signal
     assert sgc > raw + 0.15  # two-hop aggregation is clearly better
     assert sgc < 0.95  # and the task is clearly not solved
+
+
+def test_load_dataset_caches_synthetic_by_resolved_options(monkeypatch):
+    from gnnpipe.data import registry
+    from gnnpipe.data.cache import cache_dir
+
+    a = load_dataset("synthetic", num_nodes=1000, seed=3)
+    calls = []
+    monkeypatch.setattr(registry, "synthetic_graph", lambda **kw: calls.append(kw) or synthetic_graph(**kw))
+    b = load_dataset("synthetic", num_nodes=1000, seed=3, num_classes=SYNTHETIC_DEFAULTS["num_classes"])
+    assert calls == [] and all(torch.equal(getattr(a, k), getattr(b, k)) for k in FIELDS)
+    load_dataset("synthetic", num_nodes=1000, seed=4)
+    assert len(calls) == 1
+    monkeypatch.setattr(registry, "GENERATOR_VERSION", registry.GENERATOR_VERSION + 1)
+    load_dataset("synthetic", num_nodes=1000, seed=3)
+    assert len(calls) == 2 and len(list(cache_dir().glob("synthetic-*.graph"))) == 3
