@@ -48,7 +48,7 @@ MODELS = ("gcn", "sage", "gcnii", "resgcn+", "mlp")
 #: Parallel modes (DESIGN.md 1).
 MODES = ("single", "graph", "pipeline", "hybrid")
 #: The default (mode, workers) of a run with no arguments. The ONE place to change it.
-DEFAULT_LAYOUT: tuple[str, int] = ("single", 1)
+DEFAULT_LAYOUT: tuple[str, int] = ("pipeline", 2)
 #: Environment variable naming the data root when ``DataConfig.root`` is unset.
 DATA_ROOT_ENV = "GNNPIPE_DATA_ROOT"
 

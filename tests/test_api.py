@@ -48,7 +48,7 @@ def test_train_still_works_after_importing_the_cli_module():
     from tests.trainer.helpers import easy_graph
 
     rec = gnnpipe.train(easy_graph(num_nodes=120), gnnpipe.ModelConfig(model="gcn", layers=2, hidden=8),
-                        gnnpipe.TrainConfig(epochs=2))
+                        gnnpipe.TrainConfig(epochs=2), gnnpipe.ParallelConfig(mode="single"))
     assert rec["summary"]["epochs_run"] == 2 and rec["dataset"]["name"] == "easy"
 
 
@@ -56,11 +56,11 @@ def test_train_from_config_loads_the_dataset_and_writes_json(tmp_path):
     import json
 
     from gnnpipe.api import train_from_config
-    from gnnpipe.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from gnnpipe.config import DataConfig, ModelConfig, ParallelConfig, RunConfig, TrainConfig
 
     out = tmp_path / "r.json"
     cfg = RunConfig(data=DataConfig(options={"num_nodes": 300}), model=ModelConfig(model="sage", layers=2, hidden=8),
-                    train=TrainConfig(epochs=2, json_out=str(out)))
+                    train=TrainConfig(epochs=2, json_out=str(out)), parallel=ParallelConfig(mode="single"))
     rec = train_from_config(cfg)
     assert json.loads(out.read_text()) == json.loads(json.dumps(rec))
     assert rec["dataset"]["num_nodes"] == 300

@@ -18,7 +18,7 @@ from gnnpipe.errors import ConfigError
 from gnnpipe.trainer.record import check_record
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--data-option", "num_nodes=400", "--epochs", "3", "--layers", "2", "--hidden", "8",
+TINY = ["--mode", "single", "--data-option", "num_nodes=400", "--epochs", "3", "--layers", "2", "--hidden", "8",
         "--eval-every", "1"]
 
 
@@ -149,3 +149,18 @@ def test_json_out_that_cannot_be_written_is_refused_before_training(tmp_path):
         check_writable(str(tmp_path / "file" / "rec.json"))  # a file where a folder must be
     check_writable(str(tmp_path / "new" / "deeper" / "rec.json"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing created
+
+
+def test_default_layout_runs_distributed_and_one_record_is_written(tmp_path):
+    from gnnpipe.config import DEFAULT_LAYOUT
+
+    out = tmp_path / "rec.json"
+    proc = _run(["--data-option", "num_nodes=400", "--epochs", "2", "--hidden", "8",
+                 "--json-out", str(out), "--log-level", "WARNING"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(out.read_text())
+    check_record(rec)
+    assert (rec["mode"], rec["world_size"]) == DEFAULT_LAYOUT
+    assert len(rec["peak_memory_bytes"]) == DEFAULT_LAYOUT[1]
+    assert proc.stdout.count("\n") == 1  # one summary line, from rank 0 only
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]

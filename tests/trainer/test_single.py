@@ -23,7 +23,7 @@ def _cfg(model="gcn", layers=2, **train):
     train.setdefault("epochs", 30)
     train.setdefault("eval_every", 5)
     return RunConfig(model=ModelConfig(model=model, layers=layers, hidden=16, dropout=0.2),
-                     train=TrainConfig(**train))
+                     train=TrainConfig(**train), parallel=ParallelConfig(mode="single"))
 
 
 def _losses(rec):
