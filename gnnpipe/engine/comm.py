@@ -15,8 +15,9 @@ Ordering rules, the same for gloo and NCCL:
   each wait for the other side; two ranks that both ``isend`` then ``irecv`` to each
   other can deadlock (NVIDIA/nccl#479). Any exchange in which a rank both sends and
   receives must therefore be posted as ONE :meth:`Comm.batch` (``batch_isend_irecv``,
-  i.e. an NCCL group), which is deadlock-free whatever the order inside it. Single
-  :meth:`Comm.isend` / :meth:`Comm.irecv` are for one-directional traffic.
+  i.e. an NCCL group), which is deadlock-free whatever the order inside it, or use
+  single :meth:`Comm.isend` / :meth:`Comm.irecv`, which travel on per-direction
+  groups (next point).
 * NCCL also runs every single ``isend``/``irecv`` between one pair of ranks, in both
   directions, on ONE stream of one communicator, in posting order. A pipeline that
   posts its receives ahead (stage s: ``irecv`` gradient from s+1, then ``isend``
