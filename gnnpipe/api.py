@@ -81,7 +81,9 @@ def train(graph: Any, model_config: ModelConfig | None = None, train_config: Tra
           parallel_config: ParallelConfig | None = None) -> dict[str, Any] | None:
     """Train a model on ``graph`` (a :class:`gnnpipe.Graph`) and return the record.
 
-    Unset configs take their defaults (``gnnpipe.config``). The record's
+    Unset configs take their defaults (``gnnpipe.config``); the default parallel
+    layout is ``gnnpipe.config.DEFAULT_LAYOUT`` (pipeline, 2 worker processes), so pass
+    ``ParallelConfig(mode="single")`` to stay in this process. The record's
     ``config.data.dataset`` is the graph's name.
     """
     for what, value, cls in (("model_config", model_config, ModelConfig),

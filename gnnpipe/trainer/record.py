@@ -278,6 +278,9 @@ def write_json_atomic(record: Mapping[str, Any], path: str | os.PathLike[str]) -
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
     try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(record, fh, indent=2, allow_nan=False, default=_json_default)
             fh.write("\n")
