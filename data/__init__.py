@@ -1,6 +1,7 @@
 """gnnpipe.data: the graph container, dataset loaders and the synthetic generator.
 
-See :mod:`gnnpipe.data.registry` for the table of dataset names.
+See :mod:`gnnpipe.data.registry` for the table of dataset names, and
+``python -m gnnpipe.data list`` / ``info NAME`` for a command-line view.
 """
 
 from gnnpipe.data.graph import Graph
