@@ -322,3 +322,17 @@ def test_graphdata_bad_input(tmp_path, adj, attr, labels, message):
     path = _graphdata(tmp_path / "bad.npz", adj, attr, labels)
     with pytest.raises(DataError, match=message):
         load_dataset("graphdata", root=path)
+
+
+def test_gz_table_blocks_give_the_same_array(tmp_path, ogb):
+    """Block-wise parsing (tiny blocks here) equals parsing the whole text at once."""
+    from gnnpipe.data.loaders import _read_gz_table
+
+    rng = np.random.default_rng(0)
+    table = rng.integers(0, 1000, size=(500, 3))
+    ogb.gz(tmp_path / "t.csv.gz", "".join(",".join(map(str, r)) + "\n" for r in table))
+    for block in (7, 64, 1 << 20):
+        assert np.array_equal(_read_gz_table(tmp_path / "t.csv.gz", np.int64, block_bytes=block), table)
+    ogb.gz(tmp_path / "ragged.csv.gz", "1,2\n3,4\n5\n")
+    with pytest.raises(DataError, match="ragged"):
+        _read_gz_table(tmp_path / "ragged.csv.gz", np.int64, block_bytes=4)
