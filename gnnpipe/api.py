@@ -33,6 +33,12 @@ def _engine_entry() -> Any:
     return run_distributed
 
 
+def _reports() -> bool:
+    """Whether this process writes the record: always, except on the ranks other than
+    0 of a torchrun launch (whose nodes need not see rank 0's path)."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def check_writable(path: str) -> None:
     """Refuse, before training, a ``json_out`` that could not be written at the end:
     an existing directory, or a location whose nearest existing folder is not a
@@ -54,7 +60,7 @@ def run(run_config: RunConfig, graph: Any) -> dict[str, Any] | None:
     if not isinstance(run_config, RunConfig):
         raise ConfigError(f"run_config: expected a RunConfig, found {type(run_config).__name__}")
     run_config.check_against_graph(graph.num_nodes)
-    if run_config.train.json_out:
+    if run_config.train.json_out and _reports():
         check_writable(run_config.train.json_out)
     mode = run_config.parallel.mode
     if mode == "single":
@@ -115,6 +121,6 @@ def train_from_config(run_config: RunConfig) -> dict[str, Any] | None:
     """Load ``run_config.data`` and train on it; the record (rank 0) or None."""
     if not isinstance(run_config, RunConfig):
         raise ConfigError(f"run_config: expected a RunConfig, found {type(run_config).__name__}")
-    if run_config.train.json_out:
+    if run_config.train.json_out and _reports():
         check_writable(run_config.train.json_out)  # before the (maybe long) load
     return run(run_config, load_graph(run_config.data))

@@ -23,7 +23,7 @@ import sys
 import typing
 from typing import Any, Sequence
 
-from gnnpipe.config import SECTIONS, RunConfig
+from gnnpipe.config import SECTIONS, RunConfig, read_toml
 from gnnpipe.errors import ConfigError, GnnpipeInputError, WorkerFailedError
 
 __all__ = ["build_parser", "parse_config", "main", "torchrun_env"]
@@ -151,7 +151,7 @@ def _show(value: Any) -> str:
 
 
 def parse_config(argv: Sequence[str] | None) -> tuple[RunConfig, set[str]]:
-    """``argv`` -> (RunConfig, the set of ``section.field`` given as flags)."""
+    """``argv`` -> (RunConfig, the set of ``section.field`` set by a flag or the file)."""
     parser = build_parser()
     ns = vars(parser.parse_args(list(argv) if argv is not None else None))
     config_path = ns.pop("config", None)
@@ -169,7 +169,10 @@ def parse_config(argv: Sequence[str] | None) -> tuple[RunConfig, set[str]]:
         overrides.setdefault(section, {})[name] = value
     given = {f"{s}.{k}" for s, body in overrides.items() for k in body}
     if config_path is not None:
-        return RunConfig.from_toml(config_path, overrides), given
+        raw = read_toml(config_path)
+        cfg = RunConfig.from_dict(raw, overrides, source=f"config file {config_path!r}")
+        given |= {f"{s}.{k}" for s, body in raw.items() if isinstance(body, dict) for k in body}
+        return cfg, given
     return RunConfig.from_dict({}, overrides, source="command line"), given
 
 
@@ -188,7 +191,8 @@ def torchrun_env() -> dict[str, int] | None:
 
 
 def _torchrun_config(cfg: RunConfig, given: set[str], world_size: int) -> RunConfig:
-    """Under torchrun the worker count is WORLD_SIZE: fill it in when not given."""
+    """Under torchrun the worker count is WORLD_SIZE: fill it in (and re-derive the
+    chunks and ways that depend on it) when neither a flag nor the file set it."""
     p = cfg.parallel
     if p.mode == "single":
         raise ConfigError(f"parallel.mode: expected graph, pipeline or hybrid under torchrun "
@@ -222,27 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gnnpipe import api
 
         if env is not None:
+            # One worker of a torchrun launch; run_distributed detects it (E1).
             cfg = _torchrun_config(cfg, given, env["world_size"])
-            if rank == 0 and cfg.train.json_out:
-                api.check_writable(cfg.train.json_out)
-            graph = api.load_graph(cfg.data)
-            entry = api._engine_entry()
-            if entry is None:
-                raise ConfigError(f"parallel.mode: mode {cfg.parallel.mode} is not available yet, "
-                                  "found no distributed engine")
-            cfg.check_against_graph(graph.num_nodes)
-            record = entry(cfg, graph)
-            if rank == 0 and record is not None and cfg.train.json_out:
-                from gnnpipe.trainer.record import write_json_atomic
-
-                try:
-                    write_json_atomic(record, cfg.train.json_out)
-                except OSError as exc:
-                    raise ConfigError(f"train.json_out: expected a writable path, found "
-                                      f"{cfg.train.json_out!r} ({exc.strerror or exc})") from None
-        else:
-            log.debug("config: %s", cfg.to_dict())
-            record = api.train_from_config(cfg)
+        log.debug("config: %s", cfg.to_dict())
+        record = api.train_from_config(cfg)  # None on ranks other than 0
         if rank == 0 and record is not None:
             from gnnpipe.trainer.record import summary_line
 

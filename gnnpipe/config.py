@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_LAYOUT",
     "DATA_ROOT_ENV",
     "SECTIONS",
+    "read_toml",
 ]
 
 #: Model kinds that :func:`gnnpipe.models.build_model` knows.
@@ -478,22 +479,28 @@ class RunConfig:
                   overrides: Mapping[str, Any] | None = None) -> "RunConfig":
         """Load ``[data] [model] [train] [parallel]`` sections from a TOML file (the
         loader options go in ``[data.options]``), then apply ``overrides``."""
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - python 3.10
-            import tomli as tomllib
-        p = Path(path)
-        try:
-            with p.open("rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"config file {str(p)!r}: expected an existing TOML file, found nothing") from None
-        except OSError as exc:
-            raise ConfigError(f"config file {str(p)!r}: expected a readable file, found {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else "a syntax error"
-            raise ConfigError(f"config file {str(p)!r}: expected valid TOML, found {msg}") from None
-        return cls.from_dict(raw, overrides, source=f"config file {str(p)!r}")
+        return cls.from_dict(read_toml(path), overrides, source=f"config file {str(path)!r}")
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The raw tables of a TOML file; ConfigError (one line) when missing or invalid."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - python 3.10
+        import tomli as tomllib
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(p)!r}: expected an existing TOML file, found nothing") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {str(p)!r}: expected a TOML file, found a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {str(p)!r}: expected a readable file, found {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else "a syntax error"
+        raise ConfigError(f"config file {str(p)!r}: expected valid TOML, found {msg}") from None
 
 
 def _undot(d: Mapping[str, Any]) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def test_flags_override_the_config_file(tmp_path):
     assert cfg.parallel.stage_split == (3, 1) and cfg.parallel.shuffle is False
     assert cfg.train.patience is None
     assert cfg.data.options == {"num_nodes": 77, "homophily": 0.5}
-    assert "model.layers" in given and "model.model" not in given
+    assert {"model.layers", "model.model"} <= given and "train.seed" not in given
 
 
 def test_no_arguments_is_the_default_config():
@@ -164,3 +164,20 @@ def test_default_layout_runs_distributed_and_one_record_is_written(tmp_path):
     assert len(rec["peak_memory_bytes"]) == DEFAULT_LAYOUT[1]
     assert proc.stdout.count("\n") == 1  # one summary line, from rank 0 only
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]
+
+
+def test_under_torchrun_world_size_sets_the_workers_unless_given(tmp_path):
+    from gnnpipe.cli import _torchrun_config
+
+    cfg, given = parse_config(["--mode", "pipeline"])
+    cfg = _torchrun_config(cfg, given, 4)
+    assert (cfg.parallel.workers, cfg.parallel.chunks) == (4, 16)  # chunks re-derived: 4 * S
+    cfg, given = parse_config(["--mode", "pipeline", "--workers", "2"])
+    with pytest.raises(ConfigError, match=r"^parallel\.workers: expected WORLD_SIZE=4"):
+        _torchrun_config(cfg, given, 4)
+    path = tmp_path / "run.toml"
+    path.write_text('[parallel]\nmode = "pipeline"\nworkers = 3\n')
+    cfg, given = parse_config(["--config", str(path)])
+    assert "parallel.workers" in given  # a value from the file counts as given
+    with pytest.raises(ConfigError, match="WORLD_SIZE=4"):
+        _torchrun_config(cfg, given, 4)
