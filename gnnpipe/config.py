@@ -516,6 +516,11 @@ def _undot(d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Spellings accepted in files and overrides for fields whose Python name differs
+#: (``lambda`` is a Python keyword, hence the field ``lambda_``).
+_ALIASES = {("model", "lambda"): "lambda_"}
+
+
 def _merge_into(merged: dict[str, dict[str, Any]], d: Mapping[str, Any], source: str) -> None:
     for section, body in d.items():
         if section not in SECTIONS:
@@ -527,6 +532,7 @@ def _merge_into(merged: dict[str, dict[str, Any]], d: Mapping[str, Any], source:
             raise ConfigError(f"{source}: section [{section}] must be a table, found {body!r}")
         known = {f.name for f in dataclasses.fields(SECTIONS[section])}
         for key, value in body.items():
+            key = _ALIASES.get((section, key), key)
             if key not in known:
                 raise ConfigError(
                     f"{source}: unknown key {key!r} in section [{section}], expected one of "

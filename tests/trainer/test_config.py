@@ -130,6 +130,7 @@ num_nodes = 700
 [model]
 model = "sage"
 layers = 6
+lambda = 1.5
 [train]
 lr = 0.005
 epochs = 7
@@ -146,6 +147,7 @@ def test_from_toml_reads_every_section(tmp_path):
     cfg = RunConfig.from_toml(path)
     assert cfg.data.options == {"num_nodes": 700}
     assert (cfg.model.model, cfg.model.layers) == ("sage", 6)
+    assert cfg.model.lambda_ == 1.5  # the flag's spelling is accepted for the field lambda_
     assert (cfg.train.lr, cfg.train.epochs) == (0.005, 7)
     assert (cfg.parallel.mode, cfg.parallel.workers, cfg.parallel.stage_split) == ("pipeline", 3, (2, 2, 2))
     assert cfg.parallel.chunks == 12
