@@ -292,7 +292,8 @@ class ParallelConfig(_Checked):
     ``workers // ways`` for hybrid. Defaults resolved here: ``workers`` 1 for single,
     else the default layout's count; ``ways`` 2 for hybrid, else 1; ``chunks`` 1 for
     single, ``workers`` for graph, ``4 * S`` for pipeline and ``4 * S * ways`` for
-    hybrid (each way pipelines 4 S chunks, the reference ratio).
+    hybrid (each way pipelines 4 S chunks, the reference ratio). ``dataclasses.replace``
+    keeps resolved values; pass ``chunks=None`` (etc.) to derive them again.
     """
 
     _section: typing.ClassVar[str] = "parallel"
