@@ -36,6 +36,7 @@ HYB2 = [
     dict(mode="hybrid", workers=2, ways=1, chunks=5, model="sage", **ON),      # pipeline layout
     dict(mode="pipeline", workers=2, chunks=5, model="sage", **ON),
     dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcn", **ON),       # blocks of 3 and 2
+    dict(mode="hybrid", workers=2, ways=2, chunks=30, model="gcnii", **ON),    # mostly empty chunks
 ]
 
 
@@ -68,12 +69,13 @@ def test_hybrid_one_way_equals_pipeline(hyb2):
     assert hyb2[4][0]["predicted"] == hyb2[5][0]["predicted"]
 
 
-def test_hybrid_unequal_blocks_equal_simulator(hyb2):
-    epochs, acc, _ = simulate(HYB2[6])
-    assert_matches(hyb2[6], epochs, acc)
+@pytest.mark.parametrize("i", [6, 7], ids=["unequal-blocks", "empty-chunks"])
+def test_hybrid_two_ways_equal_simulator(hyb2, i):
+    epochs, acc, _ = simulate(HYB2[i])
+    assert_matches(hyb2[i], epochs, acc)
 
 
-@pytest.mark.parametrize("i", [0, 2, 4, 6], ids=lambda i: f"case{i}")
+@pytest.mark.parametrize("i", [0, 2, 4, 6, 7], ids=lambda i: f"case{i}")
 def test_hybrid_bytes_equal_prediction(hyb2, i):
     assert_bytes(hyb2[i])
 
