@@ -23,6 +23,10 @@ Technique 3 multiplies by 2 the gradient that flows into every FRESH halo row re
 a layer ``l >= 2`` (the reads of layer 1 are exact and are not scaled). The stage
 split does not change these semantics (every stage sees the same order), only which
 stage owns which parameters, which :meth:`stage_of` reports.
+
+Dropout draws from this process's default generator, so with dropout > 0 the masks
+are not those of a distributed run (same distribution, other samples); the oracle
+comparisons use dropout 0 and float64.
 """
 
 from __future__ import annotations
