@@ -114,3 +114,19 @@ def test_torchrun_detection_reads_the_env_variables(monkeypatch) -> None:
     # The launcher's own children carry a marker: they are not a torchrun launch.
     monkeypatch.setenv("GNNPIPE_LOCAL_WORKER", "1")
     assert not launch.in_torchrun()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="VmHWM is Linux-only")
+def test_spawned_worker_reports_its_own_peak_memory_not_the_launchers() -> None:
+    import torch
+
+    from gnnpipe.engine.driver import _peak_memory
+    from gnnpipe.engine.launch import launch_local
+
+    big = torch.ones(600 * 2**20 // 4)  # 600 MB resident in the launcher
+    mine = _peak_memory(torch.device("cpu"), 0)
+    child = launch_local(_peak_memory, 1, (torch.device("cpu"), 0))
+    del big
+    assert mine["bytes"] > 600 * 2**20
+    # ru_maxrss would report the launcher's >600 MB here (inherited over fork + exec).
+    assert child["source"] == "VmHWM" and 0 < child["bytes"] < 600 * 2**20, child
