@@ -73,6 +73,26 @@ def chunked_for(case: dict[str, Any]):
     return chunk_graph(tiny_graph(), case["chunks"], method="metis", seed=0, cache=False)
 
 
+class CallRecorder:
+    """Wraps a Comm and counts the methods called on it (while ``active``)."""
+
+    def __init__(self, comm: Any) -> None:
+        self._comm = comm
+        self.active = False
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._comm, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kw: Any) -> Any:
+            if self.active:
+                self.calls[name] = self.calls.get(name, 0) + 1
+            return attr(*args, **kw)
+        return call
+
+
 def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str, Any]:
     """Train one case for EPOCHS epochs on this rank; return what it owns and sent."""
     from gnnpipe.engine.context import WorkerContext
@@ -82,12 +102,18 @@ def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str
 
     cfg = make_config(case)
     chunked = chunked_for(case)
+    recorder = CallRecorder(comm) if case.get("record_calls") else None
+    comm = recorder or comm
     ctx = WorkerContext(rank=rank, world_size=world, device=torch.device("cpu"), dtype=torch.float64,
                         config=cfg, chunked=chunked, comm=comm, model=build_model(cfg, chunked.graph))
     runner = {"pipeline": PipelineRunner, "hybrid": HybridRunner, "graph": GraphRunner}[case["mode"]](ctx)
     epochs = []
     for epoch in range(1, EPOCHS + 1):
+        if recorder is not None:
+            recorder.active = epoch > 1  # epoch 1 also runs the exact history init
         st = runner.train_epoch(epoch)
+        if recorder is not None:
+            recorder.active = False
         epochs.append({
             "loss": st.loss, "bytes": st.bytes_sent,
             "grads": {k: p.grad.detach().clone() for k, p in runner.owned_parameters().items()},
@@ -96,7 +122,8 @@ def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str
             "times": (st.compute_s, st.comm_wait_s, st.bubble_s),
         })
     acc = runner.evaluate()
-    return {"epochs": epochs, "acc": acc, "predicted": runner.predicted_bytes()}
+    return {"epochs": epochs, "acc": acc, "predicted": runner.predicted_bytes(),
+            "calls": recorder.calls if recorder is not None else None}
 
 
 def cases_worker(rank: int, world: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -257,15 +284,27 @@ def test_pipeline_bytes_equal_prediction(pipe2_results, i):
 
 
 # Four stages, split (2, 1, 1, 1): h0 crosses three boundaries with the activations.
-PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="gcnii", layers=5, **ON)]
+PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="gcnii", layers=5, record_calls=True, **ON)]
 
 
-def test_pipeline_four_stages_equals_simulator():
+def test_pipeline_four_stages_equals_simulator_without_barriers():
     results = run_workers(cases_worker, 4, PIPE4, timeout=200)
     for case, res in zip(PIPE4, results_by_case(results, len(PIPE4))):
         epochs, acc, _ = simulate(case)
         assert_matches(res, epochs, acc)
         assert_bytes(res)
+        # Only non-blocking point-to-point traffic in a training epoch, and one control
+        # all-reduce at its end (the loss): no barrier, no collective per pipeline step.
+        for stage, r in enumerate(res):
+            calls = r["calls"]
+            assert calls.get("all_reduce_control") == EPOCHS - 1
+            assert set(calls) <= {"isend", "irecv", "wait", "all_reduce_control", "take_counters",
+                                  "take_wait_time"}, calls
+            # One message per non-empty chunk and direction; every handle is waited on.
+            full = sum(1 for p in chunked_for(case).plans if p.num_own) * (EPOCHS - 1)
+            directions = 1 if stage in (0, len(res) - 1) else 2
+            assert calls["irecv"] == calls["isend"] == directions * full
+            assert calls["wait"] == calls["irecv"] + calls["isend"]
 
 
 def results_by_case(results: list[list[dict[str, Any]]], num_cases: int) -> list[list[dict[str, Any]]]:
