@@ -4,7 +4,7 @@ Layers read ``[own | halo]`` rows of their input and write their own rows throug
 ``gnnpipe.kernels.ChunkOps``; they know nothing of processes (ARCHITECTURE.md).
 """
 
-from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer
+from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
 from .model import MODEL_NAMES, Classifier, DeepGNN, InputProjection, build_model
 
 __all__ = [
@@ -19,4 +19,5 @@ __all__ = [
     "Classifier",
     "DeepGNN",
     "build_model",
+    "dropout",
 ]

@@ -23,7 +23,7 @@ from torch.nn import functional as F
 
 from gnnpipe.errors import ConfigError
 
-from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer
+from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
 
 __all__ = ["MODEL_NAMES", "InputProjection", "Classifier", "DeepGNN", "build_model"]
 
@@ -53,7 +53,7 @@ class InputProjection(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if self.linear is None:
             return x
-        h = self.linear(F.dropout(x, self.dropout, self.training))
+        h = self.linear(dropout(x, self.dropout, self.training))
         return F.relu(h) if self.activation else h
 
 
@@ -81,7 +81,7 @@ class Classifier(nn.Module):
             return h
         if self.norm is not None:
             h = F.relu(self.norm(h))
-        return self.linear(F.dropout(h, self.dropout, self.training))
+        return self.linear(dropout(h, self.dropout, self.training))
 
 
 class DeepGNN(nn.Module):

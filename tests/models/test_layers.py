@@ -15,7 +15,7 @@ import torch
 
 from gnnpipe.data.graph import Graph
 from gnnpipe.kernels import ChunkOps
-from gnnpipe.models import GCNIILayer, GCNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, build_model
+from gnnpipe.models import GCNIILayer, GCNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
 from gnnpipe.partition.plan import build_chunk_plans, whole_graph_plan
 
 DT = torch.float64
@@ -239,6 +239,19 @@ def test_dropout_is_on_the_layer_input_and_off_in_eval(whole_ops, graph):
     torch.manual_seed(11)
     out = layer(x, whole_ops)
     torch.manual_seed(11)
-    mask = torch.nn.functional.dropout(torch.ones_like(x), 0.5, True)
+    mask = dropout(torch.ones_like(x), 0.5, True)
     layer.eval()
     torch.testing.assert_close(out, layer(x * mask, whole_ops), rtol=RTOL, atol=ATOL)
+
+
+def test_dropout_zeroes_a_fraction_p_and_rescales_the_rest():
+    torch.manual_seed(0)
+    x = torch.rand(400, 250, dtype=DT) + 0.5  # no zeros of its own
+    x.requires_grad_(True)
+    y = dropout(x, 0.3, True)
+    kept = y != 0
+    assert abs(1.0 - float(kept.double().mean()) - 0.3) < 0.01  # 100k draws: sd of the rate ~0.0015
+    torch.testing.assert_close(y[kept], x.detach()[kept] / 0.7, rtol=1e-15, atol=0)
+    y.backward(torch.ones_like(y))
+    torch.testing.assert_close(x.grad, kept.to(DT) / 0.7, rtol=1e-15, atol=0)
+    assert dropout(x, 0.3, False) is x and dropout(x, 0.0, True) is x
