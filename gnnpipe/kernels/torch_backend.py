@@ -64,6 +64,28 @@ def scatter_max(x: torch.Tensor, dst: torch.Tensor, src: torch.Tensor, num_rows:
     return _ScatterMax.apply(x, dst, src, num_rows)
 
 
+def _with_self_loops(dst: torch.Tensor, src: torch.Tensor, num_own: int, num_local: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The edges plus one self-loop ``v -> v`` per own row, in (dst, src) order when
+    the edges are (a merge of two sorted lists by searchsorted, cheaper than a sort).
+
+    Shapes: dst, src int64 [E] -> int64 [E + num_own] each.
+    """
+    own = torch.arange(num_own, dtype=torch.int64)
+    edge_key = dst * num_local + src
+    if edge_key.numel() > 1 and not bool((edge_key[1:] >= edge_key[:-1]).all()):
+        return torch.cat([dst, own]), torch.cat([src, own])  # unsorted: build_structure sorts
+    loop_key = own * num_local + own
+    # Final position of every item in the merged order; an edge that is itself a self-loop
+    # goes before the added one (they merge anyway).
+    edge_pos = torch.arange(edge_key.numel()) + torch.searchsorted(loop_key, edge_key, side="left")
+    loop_pos = own + torch.searchsorted(edge_key, loop_key, side="right")
+    out_dst = torch.empty(edge_key.numel() + num_own, dtype=torch.int64)
+    out_src = torch.empty_like(out_dst)
+    out_dst[edge_pos], out_src[edge_pos] = dst, src
+    out_dst[loop_pos], out_src[loop_pos] = own, own
+    return out_dst, out_src
+
+
 class TorchBackend:
     """Operators of one chunk for the native torch backend, built once.
 
@@ -92,9 +114,7 @@ class TorchBackend:
 
         # gcn: D^-1/2 (A + I) D^-1/2 with D = in_degree + 1 (global degrees), the I as
         # one extra entry per own row; entries merge with existing self-loop edges.
-        own = torch.arange(num_own, dtype=torch.int64)
-        g_dst = torch.cat([dst, own])
-        g_src = torch.cat([src, own])
+        g_dst, g_src = _with_self_loops(dst, src, num_own, num_local)
         inv_sqrt = (degree + 1).rsqrt()
         g_val = inv_sqrt[g_dst] * inv_sqrt[g_src]
         gcn_structure, gcn_values = build_structure(g_dst, g_src, g_val, num_own, num_local, device, dtype)
