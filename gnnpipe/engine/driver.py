@@ -296,6 +296,8 @@ def worker_main(cfg: Any, chunked: Any, info: dict[str, Any], t_start: float,
         best=select_best(epochs), peak_memory=memory, partition_stats=chunked.stats.as_dict(),
         extra={"num_parameters": int(num_params), "self_loops_removed": info["self_loops_removed"],
                "stages": int(pc.stages), "ways": int(pc.ways), "chunks": int(chunked.num_chunks),
+               "launch": "torchrun" if launch.in_torchrun() else "local",
+               "backend": pc.resolved_backend(), "device": str(device),
                "bytes_predicted_note": "DESIGN.md 7 for one training epoch, total over workers; "
                                        "X replicated, so layer 1 sends no halo rows"},
         wall_time_s=time.time() - t_start, machine=machine_info(device.type, pc.resolved_backend()),

@@ -36,5 +36,7 @@ def test_torchrun_launch_trains_like_the_builtin_launcher(tmp_path) -> None:
         assert eb["loss"] == pytest.approx(ea["loss"], rel=1e-12)
         assert (eb["train_acc"], eb["val_acc"], eb["test_acc"]) == (ea["train_acc"], ea["val_acc"], ea["test_acc"])
         assert eb["bytes"] == ea["bytes"] and eb["bytes"]["halo_rows"] > 0
+    # Each run really went its own way: torchrun's processes were the workers.
+    assert a["extra"]["launch"] == "local" and b["extra"]["launch"] == "torchrun"
     assert a["partition"] == b["partition"]
     assert len(b["peak_memory_bytes"]) == 2
