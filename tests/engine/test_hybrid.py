@@ -11,38 +11,23 @@ from typing import Any
 import pytest
 import torch
 
-from tests.engine._dist_util import run_workers
 from tests.engine.test_pipeline import (
-    EPOCHS,
-    OFF,
-    ON,
+    HYB2,
+    HYB4,
     TOL,
     assert_bytes,
     assert_matches,
-    cases_worker,
     chunked_for,
-    results_by_case,
+    results_for,
     simulate,
     single_reference,
 )
 
 pytestmark = pytest.mark.dist
 
-HYB2 = [
-    dict(mode="hybrid", workers=2, ways=2, chunks=2, model="gcnii", **OFF),    # graph-mode layout
-    dict(mode="graph", workers=2, chunks=2, model="gcnii", **OFF),
-    dict(mode="hybrid", workers=2, ways=2, chunks=2, model="resgcn+", **OFF),
-    dict(mode="graph", workers=2, chunks=2, model="resgcn+", **OFF),
-    dict(mode="hybrid", workers=2, ways=1, chunks=5, model="sage", **ON),      # pipeline layout
-    dict(mode="pipeline", workers=2, chunks=5, model="sage", **ON),
-    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcn", **ON),       # blocks of 3 and 2
-    dict(mode="hybrid", workers=2, ways=2, chunks=30, model="gcnii", **ON),    # mostly empty chunks
-]
-
-
 @pytest.fixture(scope="module")
 def hyb2():
-    return results_by_case(run_workers(cases_worker, 2, HYB2, timeout=200), len(HYB2))
+    return results_for(2, HYB2)
 
 
 def _same_run(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
@@ -99,14 +84,8 @@ def _m_w_from_plans(chunked, ways: int) -> int:
     return total
 
 
-HYB4 = [
-    dict(mode="hybrid", workers=4, ways=2, chunks=5, model="gcnii", **ON),     # 2 ways x 2 stages
-    dict(mode="hybrid", workers=4, ways=4, chunks=4, model="sage", **OFF),     # graph-mode layout
-]
-
-
 def test_hybrid_four_workers():
-    results = results_by_case(run_workers(cases_worker, 4, HYB4, timeout=200), len(HYB4))
+    results = results_for(4, HYB4)
     epochs, acc, _ = simulate(HYB4[0])
     assert_matches(results[0], epochs, acc)
     epochs, acc = single_reference(HYB4[1])

@@ -238,9 +238,45 @@ PIPE2 = (
 )
 
 
+# test_hybrid.py's cases: run in the same process groups as the pipeline cases, so
+# that the engine tests start each world size's worker processes once.
+HYB2 = [
+    dict(mode="hybrid", workers=2, ways=2, chunks=2, model="gcnii", **OFF),    # graph-mode layout
+    dict(mode="graph", workers=2, chunks=2, model="gcnii", **OFF),
+    dict(mode="hybrid", workers=2, ways=2, chunks=2, model="resgcn+", **OFF),
+    dict(mode="graph", workers=2, chunks=2, model="resgcn+", **OFF),
+    dict(mode="hybrid", workers=2, ways=1, chunks=5, model="sage", **ON),      # pipeline layout
+    dict(mode="pipeline", workers=2, chunks=5, model="sage", **ON),
+    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcn", **ON),       # blocks of 3 and 2
+    dict(mode="hybrid", workers=2, ways=2, chunks=30, model="gcnii", **ON),    # mostly empty chunks
+]
+# Four stages, split (2, 1, 1, 1): h0 crosses three boundaries with the activations.
+PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="gcnii", layers=5, record_calls=True, **ON)]
+HYB4 = [
+    dict(mode="hybrid", workers=4, ways=2, chunks=5, model="gcnii", **ON),     # 2 ways x 2 stages
+    dict(mode="hybrid", workers=4, ways=4, chunks=4, model="sage", **OFF),     # graph-mode layout
+]
+WORLD_CASES = {2: list(PIPE2) + HYB2, 4: PIPE4 + HYB4}
+_RESULTS: dict[int, list[list[dict[str, Any]]]] = {}
+
+
+def results_for(world: int, cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """[case][rank] results of ``cases``; every case of ``world`` runs in one
+    ``run_workers`` call, once per session (cached in THIS module, which both test
+    files reach as ``tests.engine.test_pipeline``)."""
+    import tests.engine.test_pipeline as shared
+
+    if world not in shared._RESULTS:
+        all_cases = shared.WORLD_CASES[world]
+        shared._RESULTS[world] = results_by_case(
+            run_workers(cases_worker, world, all_cases, timeout=300), len(all_cases))
+    all_cases = shared.WORLD_CASES[world]
+    return [shared._RESULTS[world][all_cases.index(c)] for c in cases]
+
+
 @pytest.fixture(scope="module")
 def pipe2_results():
-    return results_by_case(run_workers(cases_worker, 2, PIPE2, timeout=200), len(PIPE2))
+    return results_for(2, list(PIPE2))
 
 
 @pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] == 1],
@@ -283,13 +319,8 @@ def test_pipeline_bytes_equal_prediction(pipe2_results, i):
     assert predicted_pipeline_bytes(model, g.num_nodes, cfg.parallel.layer_split(4), 8)["stage_gradients"] == expected
 
 
-# Four stages, split (2, 1, 1, 1): h0 crosses three boundaries with the activations.
-PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="gcnii", layers=5, record_calls=True, **ON)]
-
-
 def test_pipeline_four_stages_equals_simulator_without_barriers():
-    results = run_workers(cases_worker, 4, PIPE4, timeout=200)
-    for case, res in zip(PIPE4, results_by_case(results, len(PIPE4))):
+    for case, res in zip(PIPE4, results_for(4, PIPE4)):
         epochs, acc, _ = simulate(case)
         assert_matches(res, epochs, acc)
         assert_bytes(res)
