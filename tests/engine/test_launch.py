@@ -130,3 +130,22 @@ def test_spawned_worker_reports_its_own_peak_memory_not_the_launchers() -> None:
     assert mine["bytes"] > 600 * 2**20
     # ru_maxrss would report the launcher's >600 MB here (inherited over fork + exec).
     assert child["source"] == "VmHWM" and 0 < child["bytes"] < 600 * 2**20, child
+
+
+def test_early_stopping_ends_every_rank_at_the_epoch_single_mode_stops(monkeypatch) -> None:
+    """Patience is decided on the reduced (identical) validation accuracy, so all
+    ranks stop together, at the epoch where ``single`` stops, and nobody waits."""
+    import gnnpipe
+    from gnnpipe.config import ModelConfig, ParallelConfig, TrainConfig
+    from gnnpipe.data import load_dataset
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    graph = load_dataset("synthetic", num_nodes=80, seed=1)
+    model = ModelConfig(model="gcn", layers=2, hidden=4, dropout=0.0)
+    # A tiny step leaves the accuracies unchanged: the second evaluation is no better.
+    train = TrainConfig(epochs=6, lr=1e-9, eval_every=1, patience=1, dtype="float64")
+    single = gnnpipe.train(graph, model, train, ParallelConfig(mode="single", device="cpu"))
+    dist = gnnpipe.train(graph, model, train, ParallelConfig(mode="graph", workers=2, device="cpu"))
+    assert single["summary"]["stopped_early"] and len(single["epochs"]) == 2
+    assert dist["summary"]["stopped_early"] and len(dist["epochs"]) == len(single["epochs"])
+    assert [e["val_acc"] for e in dist["epochs"]] == [e["val_acc"] for e in single["epochs"]]
