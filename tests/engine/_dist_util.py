@@ -1,8 +1,10 @@
 """Run a function on N real gloo worker processes (test helper, shared by the engine tests).
 
 ``run_workers(fn, world_size, *args)`` starts ``world_size`` processes with the
-``spawn`` method, each joins a gloo process group on 127.0.0.1 (a free port chosen by
-binding port 0), sets one CPU thread, and calls ``fn(rank, world_size, *args)``. The
+``spawn`` method, each joins a gloo process group on 127.0.0.1, sets one CPU thread,
+and calls ``fn(rank, world_size, *args)``. The rendezvous store is hosted by the
+calling process on a port the OS picks (as gnnpipe's launcher does), so concurrent
+test runs never race for a port. The
 return values come back by rank (pickled by value). If any worker raises or dies the
 others are killed and :class:`WorkerError` names the failed rank with its traceback;
 nothing waits longer than ``timeout`` seconds.
@@ -72,7 +74,7 @@ def _child(rank: int, world_size: int, port: int, target: tuple[str, str, str | 
     os.environ.update(env)
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
                        "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
-                       "OMP_NUM_THREADS": "1"})
+                       "OMP_NUM_THREADS": "1", "TORCHELASTIC_USE_AGENT_STORE": "True"})
     import torch
     import torch.distributed as dist
 
@@ -109,8 +111,12 @@ def run_workers(fn: Callable[..., Any], world_size: int, *args: Any, timeout: fl
     except TypeError:
         path = None
     target = (module, fn.__qualname__, path)
+    import torch.distributed as dist
+
     ctx = tmp.get_context("spawn")
-    port = free_port()
+    # The parent hosts the store (every worker connects as a client): no port race.
+    store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False)
+    port = int(store.port)
     procs, conns = [], []
     for rank in range(world_size):
         recv_end, send_end = ctx.Pipe(duplex=False)
@@ -163,3 +169,4 @@ def run_workers(fn: Callable[..., Any], world_size: int, *args: Any, timeout: fl
             p.join(timeout=5)
         for c in conns:
             c.close()
+        del store
