@@ -139,6 +139,27 @@ def check_layout_resources(parallel: Any, local_world_size: int | None = None) -
 
 
 # ----------------------------------------------------------------------- worker side
+def set_worker_threads() -> int:
+    """Give each worker on this node an equal share of the cores for intra-op work.
+
+    P workers each running torch's default (one thread per core) oversubscribe the
+    node P times over, and on a CPU node that is many times slower, not a little.
+    torchrun avoids it by exporting OMP_NUM_THREADS=1; an explicit OMP_NUM_THREADS
+    (the user's or torchrun's) is respected here, otherwise the share is
+    ``cores // LOCAL_WORLD_SIZE`` (at least 1). Returns the thread count in force.
+    """
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads()
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    threads = max(1, cores // max(local_world, 1))
+    torch.set_num_threads(threads)
+    return threads
+
+
 def join_process_group(parallel: Any) -> tuple[int, int, int, torch.device]:
     """Join the default process group from the ``env://`` variables, on this rank's
     device; returns ``(rank, world_size, local_rank, device)``.
@@ -149,6 +170,7 @@ def join_process_group(parallel: Any) -> tuple[int, int, int, torch.device]:
     import torch.distributed as dist
 
     rank, world, local_rank, _ = env_ranks()
+    set_worker_threads()
     device = resolve_device(parallel, local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)

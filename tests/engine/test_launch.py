@@ -149,3 +149,27 @@ def test_early_stopping_ends_every_rank_at_the_epoch_single_mode_stops(monkeypat
     assert single["summary"]["stopped_early"] and len(single["epochs"]) == 2
     assert dist["summary"]["stopped_early"] and len(dist["epochs"]) == len(single["epochs"])
     assert [e["val_acc"] for e in dist["epochs"]] == [e["val_acc"] for e in single["epochs"]]
+
+
+def test_worker_threads_share_the_cores(monkeypatch):
+    """Each of LOCAL_WORLD_SIZE workers gets cores // LOCAL_WORLD_SIZE intra-op threads,
+    unless OMP_NUM_THREADS says otherwise."""
+    import os
+
+    import torch
+
+    from gnnpipe.engine.launch import set_worker_threads
+
+    saved = torch.get_num_threads()
+    try:
+        cores = len(os.sched_getaffinity(0))
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", str(cores))
+        assert set_worker_threads() == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+        assert set_worker_threads() == cores and torch.get_num_threads() == cores
+        torch.set_num_threads(1)
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert set_worker_threads() == 1  # an explicit OMP_NUM_THREADS is left alone
+    finally:
+        torch.set_num_threads(saved)
