@@ -255,3 +255,13 @@ def test_dropout_zeroes_a_fraction_p_and_rescales_the_rest():
     y.backward(torch.ones_like(y))
     torch.testing.assert_close(x.grad, kept.to(DT) / 0.7, rtol=1e-15, atol=0)
     assert dropout(x, 0.3, False) is x and dropout(x, 0.0, True) is x
+
+
+@pytest.mark.parametrize("d_in,d_out", [(6, 4), (4, 6)])  # transform first / aggregate first
+def test_gcn_layer_without_bias_matches_dense_reference(graph, whole_ops, d_in, d_out):
+    torch.manual_seed(0)
+    layer = GCNLayer(d_in, d_out, bias=False).to(DT)
+    assert layer.bias is None and len(list(layer.parameters())) == 1
+    x = torch.randn(graph.num_nodes, d_in, dtype=DT)
+    ref = np.maximum(dense_a_hat(graph) @ x.numpy() @ layer.weight.detach().numpy(), 0.0)
+    torch.testing.assert_close(layer(x, whole_ops).detach(), torch.from_numpy(ref), rtol=RTOL, atol=ATOL)
