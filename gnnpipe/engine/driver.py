@@ -41,6 +41,7 @@ from gnnpipe.engine import launch
 from gnnpipe.engine.comm import KINDS, Comm
 from gnnpipe.engine.context import WorkerContext
 from gnnpipe.errors import ConfigError, GnnpipeInputError, WorkerFailedError
+from gnnpipe.trainer.record import measure_peak_memory
 
 __all__ = ["RUNNERS", "get_runner", "validate_layout", "run_distributed", "worker_main"]
 
@@ -162,25 +163,6 @@ def _torchrun_worker(cfg: Any, g: Any, info: dict[str, Any], t_start: float) -> 
         os._exit(1)  # no interpreter teardown: destroying a group with dead peers can block
 
 
-def _peak_memory(device: torch.device, rank: int) -> dict[str, Any]:
-    """This worker's peak memory. On a Linux CPU worker the resident high-water mark
-    of this process's own address space (``VmHWM``): ``ru_maxrss`` is not usable here,
-    because Linux carries it over fork and exec, so a spawned worker would report its
-    launcher's peak (measured: an 800 MB parent gives a 15 MB child 800 MB). Else
-    :func:`gnnpipe.trainer.record.measure_peak_memory`."""
-    from gnnpipe.trainer.record import measure_peak_memory
-
-    if device.type == "cpu":
-        try:
-            with open("/proc/self/status") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        return {"rank": int(rank), "bytes": int(line.split()[1]) * 1024, "source": "VmHWM"}
-        except OSError:
-            pass
-    return measure_peak_memory(device, rank=rank)
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -285,7 +267,7 @@ def worker_main(cfg: Any, chunked: Any, info: dict[str, Any], t_start: float,
             stopped_early = epoch < tc.epochs
             break
     progress.close()
-    memory = comm.all_gather_object(_peak_memory(device, rank))
+    memory = comm.all_gather_object(measure_peak_memory(device, rank=rank))
     comm.barrier()
     if rank != 0:
         if launch.in_torchrun():

@@ -194,14 +194,27 @@ def machine_info(device: str | None = None, dist_backend: str | None = None) -> 
 
 def measure_peak_memory(device: Any, rank: int = 0) -> dict[str, Any]:
     """This process's peak memory, measured: ``torch.cuda.max_memory_allocated`` on
-    CUDA, the resident-set high-water mark (``ru_maxrss``) on CPU. ``source`` says
-    which, since the two are not comparable (RSS includes the interpreter)."""
+    CUDA; on CPU the resident high-water mark of this process's own address space
+    (``VmHWM`` from /proc/self/status on Linux, else ``ru_maxrss``). ``source`` says
+    which, since they are not comparable (RSS includes the interpreter).
+
+    Why not ``ru_maxrss`` on Linux: it is carried over fork and exec, so a spawned
+    worker would report its launcher's peak (measured: an 800 MB parent gives a
+    15 MB child 800 MB).
+    """
     import torch
 
     dev = torch.device(device)
     if dev.type == "cuda":
         return {"rank": int(rank), "bytes": int(torch.cuda.max_memory_allocated(dev)),
                 "source": "torch.cuda.max_memory_allocated"}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return {"rank": int(rank), "bytes": int(line.split()[1]) * 1024, "source": "VmHWM"}
+    except OSError:
+        pass
     try:
         import resource
 
@@ -337,7 +350,7 @@ RECORD_SCHEMA_DOC = """\
 | `epochs` | list | one object per epoch, see below |
 | `best` | object | `epoch`, `val_acc`, `test_acc` at the evaluated epoch with the best validation accuracy |
 | `summary` | object | `epochs_run`, `stopped_early`, `final_loss`, `mean_epoch_time_s` (leaving out `mean_epoch_time_skipped_epochs` warm-up epochs), `bytes_total` by kind |
-| `peak_memory_bytes` | list | per worker: `rank`, `bytes`, `source` (`torch.cuda.max_memory_allocated` on CUDA, `ru_maxrss` on CPU) |
+| `peak_memory_bytes` | list | per worker: `rank`, `bytes`, `source` (`torch.cuda.max_memory_allocated` on CUDA; on CPU `VmHWM` on Linux, else `ru_maxrss`) |
 | `partition` | object or null | partition quality (edge cut, balance, halo, M) when the mode partitions |
 | `machine` | object | `hostname`, `platform`, `cpu_cores`, `python`, `torch`, `gnnpipe`, `device`, `dist_backend` (+ `gpu`, `gpu_count`, `cuda` on CUDA) |
 | `wall_time_s` | float | total wall time of the run, loading and evaluation included |

@@ -120,8 +120,8 @@ def test_torchrun_detection_reads_the_env_variables(monkeypatch) -> None:
 def test_spawned_worker_reports_its_own_peak_memory_not_the_launchers() -> None:
     import torch
 
-    from gnnpipe.engine.driver import _peak_memory
     from gnnpipe.engine.launch import launch_local
+    from gnnpipe.trainer.record import measure_peak_memory as _peak_memory
 
     big = torch.ones(600 * 2**20 // 4)  # 600 MB resident in the launcher
     mine = _peak_memory(torch.device("cpu"), 0)

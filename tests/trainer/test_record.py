@@ -101,7 +101,7 @@ def test_failed_write_leaves_nothing(tmp_path):
 
 def test_peak_memory_and_machine_are_measured():
     m = measure_peak_memory("cpu")
-    assert m["source"] == "ru_maxrss" and m["bytes"] > 10 * 2**20  # an interpreter with torch
+    assert m["source"] in ("VmHWM", "ru_maxrss") and m["bytes"] > 10 * 2**20  # an interpreter with torch
     info = machine_info("cpu", "gloo")
     assert info["torch"] == torch.__version__ and info["dist_backend"] == "gloo"
     assert info["cpu_cores"]["logical"] >= 1

@@ -63,7 +63,7 @@ def test_evaluation_schedule_and_record(graph):
     assert rec["mode"] == "single" and rec["world_size"] == 1
     assert rec["dataset"]["num_nodes"] == graph.num_nodes
     assert all(v == 0 for e in rec["epochs"] for v in e["bytes"].values())
-    assert rec["peak_memory_bytes"][0]["source"] == "ru_maxrss"
+    assert rec["peak_memory_bytes"][0]["source"] in ("VmHWM", "ru_maxrss")
     best = max((e for e in rec["epochs"] if e["val_acc"] is not None), key=lambda e: e["val_acc"])
     assert rec["best"]["val_acc"] == best["val_acc"]
 
