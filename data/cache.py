@@ -26,13 +26,13 @@ import json
 import logging
 import os
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
 
+from gnnpipe.atomic import atomic_open
 from gnnpipe.data.graph import Graph
 from gnnpipe.errors import DataError
 
@@ -118,22 +118,12 @@ def write_graph(graph: Graph, path: str | Path) -> None:
         "checksum": checksum,
     }
     hbytes = json.dumps(header, sort_keys=True).encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_PREFIX.pack(_MAGIC, FORMAT_VERSION, len(hbytes)))
-            f.write(hbytes)
-            for arr in arrays.values():
-                f.write(arr.reshape(-1).view(np.uint8).data)  # no copy of large arrays
-                f.write(b"\0" * (-arr.nbytes % _ALIGN))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_open(path, "wb") as f:
+        f.write(_PREFIX.pack(_MAGIC, FORMAT_VERSION, len(hbytes)))
+        f.write(hbytes)
+        for arr in arrays.values():
+            f.write(arr.reshape(-1).view(np.uint8).data)  # no copy of large arrays
+            f.write(b"\0" * (-arr.nbytes % _ALIGN))
 
 
 def _array_word_sum(arr: np.ndarray) -> int:

@@ -27,15 +27,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import struct
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 
+from gnnpipe.atomic import atomic_open
 from gnnpipe.data.cache import cache_dir
 from gnnpipe.data.graph import Graph
 from gnnpipe.partition.core import Partition
@@ -110,20 +109,8 @@ def write_partition(partition: Partition, key: str, path: str | Path) -> None:
     ).encode()
     body = _PREFIX.pack(_MAGIC, len(header)) + header + partition.parts.to(torch.int64).numpy().astype("<i8").tobytes()
     blob = body + hashlib.sha256(body).digest()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_open(path, "wb") as f:
+        f.write(blob)
 
 
 def read_partition(path: str | Path, key: str) -> Partition:

@@ -52,19 +52,15 @@ from typing import Any, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 
+from gnnpipe.trainer.record import BYTE_KINDS
+
 __all__ = ["KINDS", "Comm", "Handle", "P2P"]
 
 logger = logging.getLogger(__name__)
 
-#: Payload kinds counted by the communicator.
-KINDS: tuple[str, ...] = (
-    "stage_activations",
-    "stage_gradients",
-    "halo_rows",
-    "halo_gradients",
-    "weight_allreduce",
-    "evaluation",
-)
+#: Payload kinds counted by the communicator: the record's byte kinds, defined once
+#: in :mod:`gnnpipe.trainer.record` (which reports them).
+KINDS: tuple[str, ...] = BYTE_KINDS
 
 
 class P2P(NamedTuple):

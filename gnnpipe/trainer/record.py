@@ -27,12 +27,12 @@ import os
 import platform
 import socket
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import gnnpipe
+from gnnpipe.atomic import atomic_open
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -288,22 +288,9 @@ def write_json_atomic(record: Mapping[str, Any], path: str | os.PathLike[str]) -
     """Write ``record`` as JSON: to a temporary file beside ``path``, then
     ``os.replace``, so that a reader never sees a half-written file."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
-    try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; give the usual file mode
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(record, fh, indent=2, allow_nan=False, default=_json_default)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_open(target, "w", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=2, allow_nan=False, default=_json_default)
+        fh.write("\n")
     return target
 
 
