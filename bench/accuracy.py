@@ -47,18 +47,10 @@ DEFAULT_ROOT = os.environ.get("GNNPIPE_DATASETS", str(REPO.parent / "shared" / "
 DEFAULT_OUT = REPO / "bench" / "results" / "accuracy.json"
 
 
-def row_normalize(graph: gnnpipe.Graph) -> gnnpipe.Graph:
-    """Features scaled so every row sums to 1 (all-zero rows stay zero), as Kipf &
-    Welling's and GCNII's Planetoid preprocessing does."""
-    x = graph.features
-    s = x.sum(dim=1, keepdim=True)
-    return graph.replace(features=torch.where(s > 0, x / s.clamp_min(1e-12), x).contiguous())
-
-
 def load(name: str, root: str) -> gnnpipe.Graph:
     if name == "synthetic":
         return gnnpipe.load_dataset("synthetic")
-    return row_normalize(gnnpipe.load_dataset(name, root=root))
+    return gnnpipe.load_dataset(name, root=root, normalize_features=True)
 
 
 # name -> (dataset, ModelConfig kwargs, TrainConfig kwargs, target test accuracy | None, published)

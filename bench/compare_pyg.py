@@ -50,7 +50,7 @@ from gnnpipe.trainer.optim import build_optimizer, model_optimizer
 from gnnpipe.trainer.record import machine_info, write_json_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy import DEFAULT_ROOT, row_normalize  # noqa: E402
+from accuracy import DEFAULT_ROOT  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "compare_pyg.json"
@@ -233,7 +233,7 @@ def run_case(name: str, spec: dict[str, Any], graph: gnnpipe.Graph, seed: int) -
 def load(dataset: str, root: str) -> gnnpipe.Graph:
     if dataset == "synthetic200k":
         return gnnpipe.load_dataset("synthetic", num_nodes=200_000)
-    return row_normalize(gnnpipe.load_dataset(dataset, root=root))
+    return gnnpipe.load_dataset(dataset, root=root, normalize_features=True)
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:

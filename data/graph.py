@@ -399,6 +399,13 @@ class Graph:
         keep[1:] = key[1:] != key[:-1]
         return self._with_coo(self.indices[keep], dst[keep])
 
+    def row_normalize_features(self) -> "Graph":
+        """Features scaled so that every row sums to 1; all-zero rows stay zero. This is
+        Kipf & Welling's (and GCNII's) preprocessing of bag-of-words features."""
+        x = self.features
+        s = x.sum(dim=1, keepdim=True)
+        return self.replace(features=torch.where(s > 0, x / s.clamp_min(1e-12), x).contiguous())
+
     def is_symmetric(self) -> bool:
         a = self.to_scipy()
         return (a != a.T).nnz == 0

@@ -182,7 +182,17 @@ def load_dataset(name: str, /, root: str | os.PathLike | None = None, **options:
     ``root`` defaults to ``$GNNPIPE_DATA_ROOT``; ``cache=False`` bypasses the cache; other
     options go to the reader (unknown ones raise :class:`ConfigError`). Returns a
     validated graph. Unknown names raise :class:`DataError` listing the known names.
+    ``normalize_features=True`` (any dataset) row-normalises the features after loading
+    (:meth:`Graph.row_normalize_features`); the cache keeps the file's own values.
     """
+    normalize = options.pop("normalize_features", False)
+    if not isinstance(normalize, bool):
+        raise ConfigError(f"options: normalize_features expects true or false, found {normalize!r}")
+    graph = _load_named(name, root, options)
+    return graph.row_normalize_features() if normalize else graph
+
+
+def _load_named(name: str, root: str | os.PathLike | None, options: dict[str, Any]) -> Graph:
     key = str(name).strip().lower()
     cache = bool(options.pop("cache", True))
     if key == "synthetic":
