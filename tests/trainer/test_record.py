@@ -105,3 +105,14 @@ def test_peak_memory_and_machine_are_measured():
     info = machine_info("cpu", "gloo")
     assert info["torch"] == torch.__version__ and info["dist_backend"] == "gloo"
     assert info["cpu_cores"]["logical"] >= 1
+
+
+def test_readme_documents_the_record_schema_as_the_code_states_it():
+    """README.md carries RECORD_SCHEMA_DOC verbatim, so the documented schema cannot
+    drift from the one check_record enforces."""
+    from pathlib import Path
+
+    from gnnpipe.trainer.record import RECORD_SCHEMA_DOC
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert RECORD_SCHEMA_DOC.strip() in readme
