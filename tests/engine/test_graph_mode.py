@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.engine._dist_util import run_workers
+from tests.engine._reference import single_run
 
 pytestmark = pytest.mark.dist
 
@@ -55,30 +56,8 @@ def _build_model(cfg, graph):
 def _reference(cfg, chunked):
     """``single`` on the reordered graph: per epoch the logits, loss and gradients
     (before the step), then the final parameters and accuracies."""
-    from gnnpipe.kernels import ChunkOps
-    from gnnpipe.partition import whole_graph_plan
-    from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
-    from gnnpipe.trainer.optim import model_optimizer
-
-    g = chunked.graph
-    model = _build_model(cfg, g).to(torch.float64)
-    ops = ChunkOps.build(whole_graph_plan(g), dtype=torch.float64)
-    x = g.features.to(torch.float64)
-    opt = model_optimizer(model, cfg.train)
-    epochs = []
-    for _ in range(EPOCHS):
-        model.train()
-        opt.zero_grad()
-        logits = model(x, ops)
-        loss = training_loss(logits, g.labels, g.train_mask, int(g.train_mask.sum()))
-        loss.backward()
-        epochs.append({"loss": float(loss.detach()), "logits": logits.detach().clone(),
-                       "grads": {k: p.grad.clone() for k, p in model.named_parameters()}})
-        opt.step()
-    model.eval()
-    with torch.no_grad():
-        acc = split_accuracies(correct_counts(model(x, ops), g.labels, (g.train_mask, g.val_mask, g.test_mask)))
-    return epochs, {k: p.detach().clone() for k, p in model.named_parameters()}, acc
+    epochs, acc = single_run(_build_model(cfg, chunked.graph).to(torch.float64), chunked.graph, cfg.train, EPOCHS)
+    return epochs, epochs[-1]["params"], acc
 
 
 def _graph_worker(rank: int, world: int) -> dict:

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tests.engine._dist_util import run_workers
+from tests.engine._reference import single_run
 
 pytestmark = pytest.mark.dist
 
@@ -186,31 +187,9 @@ def assert_matches(results: list[dict[str, Any]], ref_epochs: list[dict[str, Any
 
 def single_reference(case: dict[str, Any]):
     """``single`` on the reordered graph: whole-graph forward + Adam."""
-    from gnnpipe.kernels import ChunkOps
-    from gnnpipe.partition import whole_graph_plan
-    from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
-    from gnnpipe.trainer.optim import model_optimizer
-
     cfg = make_config(case)
     g = chunked_for(case).graph
-    model = build_model(cfg, g).to(torch.float64)
-    ops = ChunkOps.build(whole_graph_plan(g), dtype=torch.float64)
-    x = g.features.to(torch.float64)
-    opt = model_optimizer(model, cfg.train)
-    epochs = []
-    for _ in range(EPOCHS):
-        model.train()
-        opt.zero_grad()
-        logits = model(x, ops)
-        loss = training_loss(logits, g.labels, g.train_mask, int(g.train_mask.sum()))
-        loss.backward()
-        grads = {k: p.grad.clone() for k, p in model.named_parameters()}
-        opt.step()
-        epochs.append({"loss": float(loss.detach()), "logits": logits.detach().clone(), "grads": grads,
-                       "params": {k: p.detach().clone() for k, p in model.named_parameters()}})
-    model.eval()
-    with torch.no_grad():
-        acc = split_accuracies(correct_counts(model(x, ops), g.labels, (g.train_mask, g.val_mask, g.test_mask)))
+    epochs, acc = single_run(build_model(cfg, g).to(torch.float64), g, cfg.train, EPOCHS)
     return epochs, {"train": acc[0], "val": acc[1], "test": acc[2]}
 
 
