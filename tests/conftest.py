@@ -36,3 +36,19 @@ def datasets_root() -> Path:
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own gnnpipe cache folder, so no test reads another's cache."""
     monkeypatch.setenv("GNNPIPE_CACHE_DIR", str(tmp_path_factory.mktemp("gnnpipe_cache")))
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread for the duration of a test, restored afterwards.
+
+    The tests share two cores with other runs; with two OpenMP threads per process the
+    tiny kernels of small test graphs spend most of their time in contended barriers
+    (measured 5-40x slower). Library code never sets the thread count.
+    """
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

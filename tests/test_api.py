@@ -4,16 +4,9 @@ that users copy is the one that runs here."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: the tests share two cores (see tests/trainer/conftest.py)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
 
 def _readme_example() -> str:
     """The first ``python`` block under "### Library API" in README.md, verbatim."""
