@@ -104,12 +104,9 @@ def _aggregate_linear(h_local: Tensor, ops: Any, weight: Tensor, reduce: str,
     return torch.addmm(bias, agg, weight) if bias is not None else agg @ weight
 
 
-class GCNLayer(GNNLayer):
-    """GCN (Kipf & Welling): ``h' = act(A_hat dropout(h) W + b)``,
-    ``A_hat = D^-1/2 (A + I) D^-1/2`` (the ``"gcn"`` reduce of ChunkOps).
-
-    Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
-    """
+class _DenseWeightLayer(GNNLayer):
+    """Shared parameters of the layers with one weight ``[in_dim, out_dim]`` (Glorot),
+    an optional bias, input dropout and an optional ReLU: GCN and MLP."""
 
     def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
                  activation: bool = True, bias: bool = True) -> None:
@@ -118,6 +115,14 @@ class GCNLayer(GNNLayer):
         self.activation = bool(activation)
         self.weight = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
         self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
+
+
+class GCNLayer(_DenseWeightLayer):
+    """GCN (Kipf & Welling): ``h' = act(A_hat dropout(h) W + b)``,
+    ``A_hat = D^-1/2 (A + I) D^-1/2`` (the ``"gcn"`` reduce of ChunkOps).
+
+    Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
+    """
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
         h = dropout(h_local, self.dropout, self.training)
@@ -231,21 +236,13 @@ class ResGCNPlusLayer(GNNLayer):
         return f"in_dim={self.in_dim}, out_dim={self.out_dim}, first={self.first}"
 
 
-class MLPLayer(GNNLayer):
+class MLPLayer(_DenseWeightLayer):
     """A per-row linear layer that ignores the halo: ``h' = act(dropout(h_own) W + b)``.
 
     The graph-free baseline of the GCN-vs-MLP comparison.
 
     Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
     """
-
-    def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
-                 activation: bool = True, bias: bool = True) -> None:
-        super().__init__(in_dim, out_dim)
-        self.dropout = float(dropout)
-        self.activation = bool(activation)
-        self.weight = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
-        self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
         h = dropout(h_local[: ops.num_own], self.dropout, self.training)
