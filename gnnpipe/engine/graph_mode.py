@@ -196,13 +196,12 @@ class GraphRunner:
         model, ops = self.model, self.ops
         h0_local = model.encode(self.x_local)             # [num_local, H]: no exchange
         h0 = h0_local[: ops.num_own] if model.needs_h0 else None
-        h_local = h0_local
-        for i, layer in enumerate(model.layers):
-            if i > 0:
-                if training:
-                    h_local = _HaloExchange.apply(h_own, self.exchanger)
-                else:
-                    h_local = self.exchanger.local_rows(h_own, "evaluation")
+        h_own = model.layers[0](h0_local, ops, h0)
+        for layer in model.layers[1:]:
+            if training:
+                h_local = _HaloExchange.apply(h_own, self.exchanger)
+            else:
+                h_local = self.exchanger.local_rows(h_own, "evaluation")
             h_own = layer(h_local, ops, h0)
         return model.decode(h_own)
 

@@ -121,6 +121,49 @@ def _grad(t: Tensor) -> Tensor:
     return t.grad if t.grad is not None else torch.zeros_like(t)
 
 
+class _GatherRows(torch.autograd.Function):
+    """``h_local = buf[local_ids]`` as an autograd node whose gradient lands in a sink.
+
+    The executor needs the gradient of each layer's gathered input ``h_local`` (its
+    halo part goes to ``G_l``, its own part down the stage). Making ``h_local`` a leaf
+    would keep every gathered ``[n_local, d]`` tensor alive from a chunk's forward to
+    its backward only to read ``.grad``: the largest state of a pipelined stage, since
+    ``n_local`` (own + halo rows) is 3.4x the own rows at C = 8 on the synthetic
+    default. Through this node the gathered rows live only as long as the layer itself
+    saves them (a GCN or GCNII layer saves none of them), and backward stops here: the
+    scalar ``token`` is the leaf, ``buf`` is a constant.
+
+    Shapes: buf [N, d]; local_ids [n_local]; output and the sunk gradient [n_local, d].
+    """
+
+    @staticmethod
+    def forward(ctx: Any, token: Tensor, buf: Tensor, local_ids: Tensor, sink: list) -> Tensor:  # type: ignore[override]
+        ctx.sink = sink
+        return buf.index_select(0, local_ids)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+        ctx.sink.append(grad)
+        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None
+
+
+def _gather_rows(buf: Tensor, local_ids: Tensor) -> tuple[Tensor, list]:
+    """``(h_local, sink)``: see :class:`_GatherRows`; after the backward through the
+    layer, ``sink`` holds the gradient of ``h_local`` (empty when none flowed)."""
+    sink: list = []
+    token = torch.zeros((), dtype=buf.dtype, device=buf.device, requires_grad=True)
+    return _GatherRows.apply(token, buf, local_ids, sink), sink
+
+
+def _sunk(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
+    if not sink:
+        return torch.zeros(shape, dtype=like.dtype, device=like.device)
+    g = sink[0]
+    for extra in sink[1:]:  # pragma: no cover - one use of h_local per layer call
+        g = g + extra
+    return g
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -512,14 +555,15 @@ class StagePipeline:
             layer = model.layers[i]
             if l == 1:
                 # Stage 0, layer 1: reads encode(X) of every local row, all exact.
-                h_local = self.h0_det.index_select(0, self.local_ids[k]).requires_grad_(True)
+                h_local, sink = _gather_rows(self.h0_det, self.local_ids[k])
             else:
                 self.B[l][own] = x_own
                 if self.W > 1:
                     self._exchange_rows(self.B[l], t, k, "halo_rows")
-                h_local = self.B[l].index_select(0, self.local_ids[k]).requires_grad_(True)
+                h_local, sink = _gather_rows(self.B[l], self.local_ids[k])
             out = layer(h_local, ops, h0_k if layer.needs_h0 else None)
-            layers.append((l, h_local, out))
+            layers.append((l, sink, out))
+            del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
         state: dict[str, Any] = {"layers": layers, "h0": h0_k}
         if self.last:
@@ -552,12 +596,12 @@ class StagePipeline:
             g_h0_next = buf[:, d_out:] if self.needs_h0 else None
         fresh = None
         g_in = None
-        for l, h_local, out in reversed(state["layers"]):
+        for l, sink, out in reversed(state["layers"]):
             if g_out is None:
                 torch.autograd.backward(state["loss"])  # classifier + last layer
             else:
                 torch.autograd.backward(out, g_out)
-            gl = _grad(h_local)
+            gl = _sunk(sink, (p.num_local, self.dims[l - 1]), out)
             if l == 1:
                 self.h0_grad.index_add_(0, self.local_ids[k], gl)
                 g_in = None

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 

@@ -320,3 +320,27 @@ def test_pipeline_four_stages_equals_simulator_without_barriers():
 def results_by_case(results: list[list[dict[str, Any]]], num_cases: int) -> list[list[dict[str, Any]]]:
     """``run_workers`` gives [rank][case]; the checks want [case][rank]."""
     return [[results[r][c] for r in range(len(results))] for c in range(num_cases)]
+
+
+def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
+    # The executor reads a layer's input gradient from the sink instead of keeping the
+    # gathered rows as a leaf until backward.
+    from gnnpipe.engine.pipeline import _gather_rows
+
+    torch.manual_seed(0)
+    buf = torch.randn(7, 4, dtype=torch.float64)
+    ids = torch.tensor([3, 0, 6, 6, 2])
+    w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        h_local, sink = _gather_rows(buf, ids)
+        out = torch.tanh(h_local[:3] * 2.0) @ w
+    assert not any(t.shape == (5, 4) for t in saved)  # tanh saves its output, not h_local
+    g_out = torch.randn(3, 3, dtype=torch.float64)
+    torch.autograd.backward(out, g_out)
+    leaf = buf[ids].clone().requires_grad_(True)
+    w2 = w.detach().clone().requires_grad_(True)
+    (torch.tanh(leaf[:3] * 2.0) @ w2).backward(g_out)
+    assert len(sink) == 1
+    torch.testing.assert_close(sink[0], leaf.grad, rtol=0, atol=0)
+    torch.testing.assert_close(w.grad, w2.grad, rtol=0, atol=0)

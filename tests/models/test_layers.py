@@ -257,6 +257,20 @@ def test_dropout_zeroes_a_fraction_p_and_rescales_the_rest():
     assert dropout(x, 0.3, False) is x and dropout(x, 0.0, True) is x
 
 
+def test_dropout_keeps_only_a_bool_mask_for_backward():
+    # The saved mask is the largest state a pipelined stage keeps per chunk and layer:
+    # it must be 1 byte per entry, and the same draw with or without grad.
+    x = torch.randn(50, 8, dtype=torch.float32, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        torch.manual_seed(3)
+        y = dropout(x, 0.4, True)
+    assert [t.dtype for t in saved] == [torch.bool]
+    assert saved[0].shape == x.shape
+    torch.manual_seed(3)
+    torch.testing.assert_close(y.detach(), dropout(x.detach(), 0.4, True), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("d_in,d_out", [(6, 4), (4, 6)])  # transform first / aggregate first
 def test_gcn_layer_without_bias_matches_dense_reference(graph, whole_ops, d_in, d_out):
     torch.manual_seed(0)
