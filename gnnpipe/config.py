@@ -226,8 +226,12 @@ class TrainConfig(_Checked):
     """Optimisation and reporting.
 
     One Adam step per epoch. Evaluation (exact, full graph) runs every
-    ``eval_every`` epochs and at the last epoch. ``patience`` counts *evaluations*
-    without a new best validation accuracy before training stops early.
+    ``eval_every`` epochs and at the last epoch. ``monitor`` is the validation figure
+    that picks the best epoch (whose test accuracy the record reports) and that
+    ``patience`` watches: ``val_acc`` (higher is better) or ``val_loss`` (mean
+    validation cross-entropy, lower is better; GCNII's and Kipf & Welling's own
+    code stop on it). ``patience`` counts *evaluations* without a new best before
+    training stops early.
     """
 
     _section: typing.ClassVar[str] = "train"
@@ -240,7 +244,10 @@ class TrainConfig(_Checked):
     eval_every: int = field(default=5, metadata=_meta("evaluate every k epochs (>= 1)"))
     seed: int = field(default=0, metadata=_meta("random seed (weights, dropout, chunk order)"))
     patience: int | None = field(default=None, metadata=_meta(
-        "stop after this many evaluations without a better val accuracy (>= 1; default: never)"))
+        "stop after this many evaluations without a better monitored figure (>= 1; default: never)"))
+    monitor: str = field(default="val_acc", metadata=_meta(
+        "validation figure that picks the best epoch and drives patience",
+        choices=("val_acc", "val_loss")))
     dtype: str = field(default="float32", metadata=_meta(
         "floating-point type of weights and activations", choices=("float32", "float64")))
     log_level: str = field(default="INFO", metadata=_meta("logging level", choices=LOG_LEVELS))

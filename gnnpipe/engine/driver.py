@@ -219,7 +219,7 @@ def worker_main(cfg: Any, chunked: Any, info: dict[str, Any], t_start: float,
                     pc.mode, world, chunked.num_chunks, cfg.model.model, g, num_params, device,
                     pc.resolved_backend())
     progress = Progress(tc.epochs, log_every=tc.log_every, rank=rank, enabled=None if rank == 0 else False)
-    stopper = EarlyStopping(tc.patience)
+    stopper = EarlyStopping(tc.patience, tc.monitor)
     epochs: list[EpochRecord] = []
     stopped_early = False
     comm.take_counters()
@@ -233,7 +233,7 @@ def worker_main(cfg: Any, chunked: Any, info: dict[str, Any], t_start: float,
         _sync(device)
         dt = time.perf_counter() - t0
         evaluated = epoch % tc.eval_every == 0 or epoch == tc.epochs
-        acc: dict[str, float] | None = None
+        acc: dict[str, float | None] | None = None
         eval_dt = 0.0
         if evaluated:
             t1 = time.perf_counter()
@@ -252,9 +252,9 @@ def worker_main(cfg: Any, chunked: Any, info: dict[str, Any], t_start: float,
                           bytes_predicted=dict(predicted))
         stop = False
         if acc is not None:
-            rec.train_acc, rec.val_acc, rec.test_acc = acc["train"], acc["val"], acc["test"]
+            rec.set_evaluation(acc)
             rec.eval_time_s = slowest[4]
-            stop = stopper.update(acc["val"])
+            stop = stopper.update(acc)
         epochs.append(rec)
         if rank == 0:
             progress.update(epoch, rec.loss, rec.epoch_time_s, rec.val_acc)
@@ -275,7 +275,7 @@ def worker_main(cfg: Any, chunked: Any, info: dict[str, Any], t_start: float,
         return None
     record = build_record(
         cfg, mode=pc.mode, world_size=world, graph_info=info["summary"], epochs=epochs,
-        best=select_best(epochs), peak_memory=memory, partition_stats=chunked.stats.as_dict(),
+        best=select_best(epochs, tc.monitor), peak_memory=memory, partition_stats=chunked.stats.as_dict(),
         extra={"num_parameters": int(num_params), "self_loops_removed": info["self_loops_removed"],
                "stages": int(pc.stages), "ways": int(pc.ways), "chunks": int(chunked.num_chunks),
                "launch": "torchrun" if launch.in_torchrun() else "local",

@@ -237,13 +237,11 @@ class GraphRunner:
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Exact full-graph inference in eval mode (fresh halo rows at every layer)."""
-        from gnnpipe.trainer.evaluate import correct_counts, split_accuracies
+        from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums
 
         self.model.eval()
-        counts = correct_counts(self._forward(training=False), self.labels, self.masks)
-        summed = self.comm.all_reduce_control(counts.tolist())
-        train, val, test = split_accuracies(torch.tensor(summed, dtype=torch.float64))
-        return {"train": train, "val": val, "test": test}
+        sums = evaluation_sums(self._forward(training=False), self.labels, self.masks)
+        return evaluation_metrics(self.comm.all_reduce_control(sums))
 
     def predicted_bytes(self) -> dict[str, int]:
         return predicted_graph_bytes(self.model, self.ctx.chunked.stats.M, self.ctx.world_size,

@@ -50,7 +50,7 @@ from torch import Tensor
 from gnnpipe.engine import schedule as sch
 from gnnpipe.engine.context import EpochStats, WorkerContext
 from gnnpipe.errors import ConfigError
-from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
+from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums, training_loss
 
 __all__ = ["PipelineRunner", "StagePipeline", "predicted_pipeline_bytes", "stage_layer_ranges"]
 
@@ -660,12 +660,10 @@ class StagePipeline:
         logits = self._full_forward(capture=False)
         if logits is not None:
             r0, r1 = self.block_rows[self.way]
-            counts = correct_counts(logits, self.y[r0:r1], tuple(m[r0:r1] for m in self.masks)).tolist()
+            sums = evaluation_sums(logits, self.y[r0:r1], tuple(m[r0:r1] for m in self.masks))
         else:
-            counts = [0] * 6
-        summed = self.comm.all_reduce_control(counts)
-        train, val, test = split_accuracies(torch.tensor(summed, dtype=torch.float64))
-        return {"train": train, "val": val, "test": test}
+            sums = [0.0] * 7
+        return evaluation_metrics(self.comm.all_reduce_control(sums))
 
     def predicted_bytes(self) -> dict[str, int]:
         return predicted_pipeline_bytes(self.model, self.N, self.split, self.element_size)

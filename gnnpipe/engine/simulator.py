@@ -39,7 +39,7 @@ from torch import Tensor, nn
 
 from gnnpipe.engine.schedule import way_blocks, way_orders
 from gnnpipe.kernels import ChunkOps
-from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
+from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums, training_loss
 from gnnpipe.trainer.optim import model_optimizer
 
 __all__ = ["PipelineSimulator"]
@@ -155,8 +155,7 @@ class PipelineSimulator:
     def evaluate(self) -> dict[str, float]:
         """Exact full-graph accuracies (no stale reads)."""
         _, logits = self._exact_inputs()
-        acc = split_accuracies(correct_counts(logits, self.y, self.masks))
-        return {"train": acc[0], "val": acc[1], "test": acc[2]}
+        return evaluation_metrics(evaluation_sums(logits, self.y, self.masks))
 
     def _init_snapshot(self) -> None:
         dims = self.model.layer_dims

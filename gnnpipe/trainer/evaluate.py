@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-__all__ = ["training_loss", "correct_counts", "split_accuracies"]
+__all__ = ["training_loss", "correct_counts", "split_accuracies", "evaluation_sums", "evaluation_metrics"]
 
 
 def training_loss(logits: Tensor, labels: Tensor, train_mask: Tensor, num_train_global: int) -> Tensor:
@@ -50,3 +50,27 @@ def split_accuracies(counts: Tensor) -> tuple[float, ...]:
     """Fractions from :func:`correct_counts` output (0.0 for an empty split)."""
     c = counts.tolist()
     return tuple((c[i] / c[i + 1]) if c[i + 1] else 0.0 for i in range(0, len(c), 2))
+
+
+@torch.no_grad()
+def evaluation_sums(logits: Tensor, labels: Tensor, masks: tuple[Tensor, Tensor, Tensor]) -> list[float]:
+    """Additive evaluation figures of some rows, for summing over workers:
+    ``[correct, total]`` for train, val and test, then the summed cross-entropy over
+    the validation rows. An all-reduce (sum) of these lists over any split of the rows
+    gives the exact global figures (:func:`evaluation_metrics`).
+
+    Shapes: logits [n, C], labels [n], each mask bool [n].
+    """
+    counts = [float(v) for v in correct_counts(logits, labels, masks).tolist()]
+    val = masks[1]
+    loss = F.cross_entropy(logits[val].double(), labels[val], reduction="sum") if bool(val.any()) else 0.0
+    return counts + [float(loss)]
+
+
+def evaluation_metrics(sums: list[float]) -> dict[str, float | None]:
+    """``{train, val, test, val_loss}`` from (summed) :func:`evaluation_sums`: the three
+    accuracies and the mean validation cross-entropy (None without validation rows)."""
+    train, val, test = split_accuracies(torch.tensor(sums[:6], dtype=torch.float64))
+    num_val = sums[3]
+    return {"train": train, "val": val, "test": test,
+            "val_loss": (sums[6] / num_val) if num_val else None}

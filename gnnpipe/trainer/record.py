@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a key is renamed or removed (adding keys keeps the version).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The kinds under which :mod:`gnnpipe.engine.comm` counts the bytes it sends.
 BYTE_KINDS = (
@@ -75,8 +75,8 @@ def _zero_bytes() -> dict[str, int]:
 class EpochRecord:
     """What one epoch measured.
 
-    ``epoch`` counts from 1. ``train_acc/val_acc/test_acc`` are None on epochs
-    without evaluation. ``epoch_time_s`` is the wall time of the training step
+    ``epoch`` counts from 1. ``train_acc/val_acc/test_acc`` and ``val_loss`` (mean
+    validation cross-entropy) are None on epochs without evaluation. ``epoch_time_s`` is the wall time of the training step
     (forward, backward, optimizer step) and excludes evaluation, whose time is
     ``eval_time_s``. ``compute_s/comm_wait_s/bubble_s`` split the epoch time where
     the mode measures them (single: compute only). ``bytes`` are the payload bytes
@@ -90,6 +90,7 @@ class EpochRecord:
     train_acc: float | None = None
     val_acc: float | None = None
     test_acc: float | None = None
+    val_loss: float | None = None
     eval_time_s: float | None = None
     compute_s: float = 0.0
     comm_wait_s: float = 0.0
@@ -101,6 +102,11 @@ class EpochRecord:
     def evaluated(self) -> bool:
         return self.val_acc is not None
 
+    def set_evaluation(self, metrics: dict[str, float | None]) -> None:
+        """Take an evaluation's ``{train, val, test, val_loss}``."""
+        self.train_acc, self.val_acc, self.test_acc = metrics["train"], metrics["val"], metrics["test"]
+        self.val_loss = metrics.get("val_loss")
+
     def to_dict(self) -> dict[str, Any]:
         unknown = set(self.bytes) - set(BYTE_KINDS)
         if unknown:
@@ -111,6 +117,7 @@ class EpochRecord:
             "train_acc": _opt_float(self.train_acc),
             "val_acc": _opt_float(self.val_acc),
             "test_acc": _opt_float(self.test_acc),
+            "val_loss": _opt_float(self.val_loss) if self.val_loss is None or math.isfinite(self.val_loss) else None,
             "epoch_time_s": float(self.epoch_time_s),
             "eval_time_s": _opt_float(self.eval_time_s),
             "time": {
@@ -131,16 +138,33 @@ def _opt_float(x: float | None) -> float | None:
 
 
 # ------------------------------------------------------------------ pieces
-def select_best(epochs: Sequence[EpochRecord]) -> dict[str, Any]:
-    """The evaluated epoch with the highest validation accuracy (the earliest on a
-    tie): ``{epoch, val_acc, test_acc}``; all None when nothing was evaluated."""
+def monitored_value(metrics: dict[str, float | None], monitor: str) -> float:
+    """The figure ``monitor`` (``val_acc`` or ``val_loss``) of an evaluation, signed so
+    that larger is better; a missing or non-finite loss is the worst value."""
+    if monitor == "val_acc":
+        return float(metrics["val"])  # type: ignore[arg-type]
+    if monitor == "val_loss":
+        loss = metrics.get("val_loss")
+        return -float(loss) if loss is not None and math.isfinite(loss) else -math.inf
+    raise ValueError(f"monitor: expected val_acc or val_loss, found {monitor!r}")
+
+
+def select_best(epochs: Sequence[EpochRecord], monitor: str = "val_acc") -> dict[str, Any]:
+    """The evaluated epoch with the best ``monitor`` (highest validation accuracy or
+    lowest validation loss; the earliest on a tie): ``{epoch, val_acc, val_loss,
+    test_acc, monitor}``; the figures None when nothing was evaluated."""
     best: EpochRecord | None = None
+    best_value = -math.inf
     for e in epochs:
-        if e.evaluated and (best is None or e.val_acc > best.val_acc):  # type: ignore[operator]
-            best = e
+        if not e.evaluated:
+            continue
+        value = monitored_value({"val": e.val_acc, "val_loss": e.val_loss}, monitor)
+        if best is None or value > best_value:
+            best, best_value = e, value
     if best is None:
-        return {"epoch": None, "val_acc": None, "test_acc": None}
-    return {"epoch": best.epoch, "val_acc": float(best.val_acc), "test_acc": _opt_float(best.test_acc)}  # type: ignore[arg-type]
+        return {"epoch": None, "val_acc": None, "val_loss": None, "test_acc": None, "monitor": monitor}
+    return {"epoch": best.epoch, "val_acc": float(best.val_acc), "val_loss": _opt_float(best.val_loss),  # type: ignore[arg-type]
+            "test_acc": _opt_float(best.test_acc), "monitor": monitor}
 
 
 def graph_summary(graph: Any) -> dict[str, Any]:
@@ -265,7 +289,9 @@ def build_record(
         "dataset": dict(graph_info),
         "epochs": epoch_dicts,
         "best": {"epoch": best.get("epoch"), "val_acc": _opt_float(best.get("val_acc")),
-                 "test_acc": _opt_float(best.get("test_acc"))},
+                 "val_loss": _opt_float(best.get("val_loss")),
+                 "test_acc": _opt_float(best.get("test_acc")),
+                 "monitor": str(best.get("monitor", "val_acc"))},
         "summary": {
             "epochs_run": len(epochs),
             "stopped_early": bool(stopped_early),
@@ -328,14 +354,14 @@ def summary_line(record: Mapping[str, Any]) -> str:
 RECORD_SCHEMA_DOC = """\
 | key | type | meaning |
 | --- | --- | --- |
-| `schema_version` | int | record layout version (currently 1) |
+| `schema_version` | int | record layout version (currently 2; 2 added `val_loss` per epoch and `best.val_loss` / `best.monitor`) |
 | `gnnpipe_version` | str | package version that wrote the record |
 | `mode` | str | `single`, `graph`, `pipeline` or `hybrid` |
 | `world_size` | int | number of worker processes |
 | `config` | object | the full resolved `RunConfig` (`data`, `model`, `train`, `parallel`) |
 | `dataset` | object | `name`, `num_nodes`, `num_edges`, `num_features`, `num_classes`, `train`, `val`, `test` (split sizes) |
 | `epochs` | list | one object per epoch, see below |
-| `best` | object | `epoch`, `val_acc`, `test_acc` at the evaluated epoch with the best validation accuracy |
+| `best` | object | `epoch`, `val_acc`, `val_loss`, `test_acc` at the evaluated epoch with the best `monitor` (`train.monitor`: highest `val_acc` or lowest `val_loss`), and `monitor` |
 | `summary` | object | `epochs_run`, `stopped_early`, `final_loss`, `mean_epoch_time_s` (leaving out `mean_epoch_time_skipped_epochs` warm-up epochs), `bytes_total` by kind |
 | `peak_memory_bytes` | list | per worker: `rank`, `bytes`, `source` (`torch.cuda.max_memory_allocated` on CUDA; on CPU `VmHWM` on Linux, else `ru_maxrss`) |
 | `partition` | object or null | partition quality (edge cut, balance, halo, M) when the mode partitions |
@@ -344,8 +370,8 @@ RECORD_SCHEMA_DOC = """\
 | `extra` | object | mode-specific measured figures |
 
 Each entry of `epochs`: `epoch` (from 1), `loss` (training loss of that epoch's
-forward), `train_acc` / `val_acc` / `test_acc` (exact full-graph evaluation after the
-step; null on epochs without evaluation), `epoch_time_s` (training step, evaluation
+forward), `train_acc` / `val_acc` / `test_acc` and `val_loss` (mean validation cross-entropy)
+(exact full-graph evaluation after the step; null on epochs without evaluation), `epoch_time_s` (training step, evaluation
 excluded), `eval_time_s` (null when not evaluated), `time` {`compute_s`,
 `comm_wait_s`, `bubble_s`}, `bytes` {`stage_activations`, `stage_gradients`,
 `halo_rows`, `halo_gradients`, `weight_allreduce`, `evaluation`} (payload bytes sent,
@@ -360,7 +386,7 @@ _TOP_KEYS = {
     "wall_time_s": (int, float), "extra": dict,
 }
 _EPOCH_KEYS = {
-    "epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_time_s", "eval_time_s",
+    "epoch", "loss", "train_acc", "val_acc", "test_acc", "val_loss", "epoch_time_s", "eval_time_s",
     "time", "bytes", "bytes_predicted",
 }
 
@@ -398,7 +424,7 @@ def check_record(record: Mapping[str, Any]) -> None:
         for k in ("train_acc", "val_acc", "test_acc"):
             if e[k] is not None and not 0.0 <= e[k] <= 1.0:
                 raise ValueError(f"record.epochs[{i}].{k}: expected a value in [0, 1], found {e[k]}")
-    for k in ("epoch", "val_acc", "test_acc"):
+    for k in ("epoch", "val_acc", "val_loss", "test_acc", "monitor"):
         if k not in record["best"]:
             raise ValueError(f"record.best: missing key {k!r}")
     for i, m in enumerate(record["peak_memory_bytes"]):

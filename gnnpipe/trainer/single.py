@@ -23,7 +23,7 @@ import torch
 
 from gnnpipe.config import RunConfig
 from gnnpipe.errors import ConfigError
-from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
+from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums, training_loss
 from gnnpipe.trainer.optim import model_optimizer
 from gnnpipe.trainer.progress import Progress
 from gnnpipe.trainer.record import (
@@ -32,6 +32,7 @@ from gnnpipe.trainer.record import (
     graph_summary,
     machine_info,
     measure_peak_memory,
+    monitored_value,
     select_best,
 )
 
@@ -41,21 +42,25 @@ log = logging.getLogger("gnnpipe.train")
 
 
 class EarlyStopping:
-    """Counts evaluations without a new best validation accuracy.
+    """Counts evaluations without a new best of the monitored validation figure.
 
-    ``update(val_acc)`` returns True when training should stop: ``patience``
-    evaluations in a row have not beaten the best (ties do not count as better).
-    ``patience=None`` never stops. Shared with the distributed engine.
+    ``update(metrics)`` (the dict of an evaluation: ``val``, ``val_loss``, ...)
+    returns True when training should stop: ``patience`` evaluations in a row have
+    not beaten the best (ties do not count as better; ``val_acc`` is maximised,
+    ``val_loss`` minimised). ``patience=None`` never stops. Shared with the
+    distributed engine.
     """
 
-    def __init__(self, patience: int | None) -> None:
+    def __init__(self, patience: int | None, monitor: str = "val_acc") -> None:
         self.patience = patience
+        self.monitor = monitor
         self.best: float | None = None
         self.bad = 0
 
-    def update(self, val_acc: float) -> bool:
-        if self.best is None or val_acc > self.best:
-            self.best = val_acc
+    def update(self, metrics: dict[str, float | None]) -> bool:
+        value = monitored_value(metrics, self.monitor)
+        if self.best is None or value > self.best:
+            self.best = value
             self.bad = 0
         else:
             self.bad += 1
@@ -99,7 +104,7 @@ def train_single(config: RunConfig, graph: Any) -> dict[str, Any]:
 
     fork_devices = [device] if device.type == "cuda" else []
     epochs: list[EpochRecord] = []
-    stopper = EarlyStopping(tc.patience)
+    stopper = EarlyStopping(tc.patience, tc.monitor)
     stopped_early = False
     with torch.random.fork_rng(devices=fork_devices):
         torch.manual_seed(tc.seed)
@@ -127,11 +132,11 @@ def train_single(config: RunConfig, graph: Any) -> dict[str, Any]:
                 t1 = time.perf_counter()
                 model.eval()
                 with torch.no_grad():
-                    acc = split_accuracies(correct_counts(model(x, ops), y, masks))
+                    metrics = evaluation_metrics(evaluation_sums(model(x, ops), y, masks))
                 _sync(device)
-                rec.train_acc, rec.val_acc, rec.test_acc = acc
+                rec.set_evaluation(metrics)
                 rec.eval_time_s = time.perf_counter() - t1
-                stop = stopper.update(acc[1])
+                stop = stopper.update(metrics)
             else:
                 stop = False
             epochs.append(rec)
@@ -142,15 +147,15 @@ def train_single(config: RunConfig, graph: Any) -> dict[str, Any]:
             if stop:
                 stopped_early = epoch < tc.epochs
                 if stopped_early:
-                    log.info("early stopping at epoch %d: %d evaluations without a better val accuracy",
-                             epoch, tc.patience)
+                    log.info("early stopping at epoch %d: %d evaluations without a better %s",
+                             epoch, tc.patience, tc.monitor)
                 break
         progress.close()
 
     machine = machine_info(device.type, None)
     return build_record(
         config, mode="single", world_size=1, graph_info=graph_summary(graph), epochs=epochs,
-        best=select_best(epochs), peak_memory=[measure_peak_memory(device, rank=0)],
+        best=select_best(epochs, tc.monitor), peak_memory=[measure_peak_memory(device, rank=0)],
         partition_stats=None,
         extra={"num_parameters": int(num_params),
                "self_loops_removed": int(graph.num_edges - g.num_edges)},

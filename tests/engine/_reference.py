@@ -14,11 +14,11 @@ def single_run(model: torch.nn.Module, graph: Any, train_config: Any, epochs: in
 
     Returns ``(per_epoch, accuracies)``: per epoch the loss, logits and gradients of the
     forward/backward before the step and the parameters after it; then the exact
-    (train, val, test) accuracies of the final model.
+    evaluation of the final model ({train, val, test, val_loss}).
     """
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.partition import whole_graph_plan
-    from gnnpipe.trainer.evaluate import correct_counts, split_accuracies, training_loss
+    from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums, training_loss
     from gnnpipe.trainer.optim import model_optimizer
 
     g = graph
@@ -38,5 +38,5 @@ def single_run(model: torch.nn.Module, graph: Any, train_config: Any, epochs: in
                           "params": {k: p.detach().clone() for k, p in model.named_parameters()}})
     model.eval()
     with torch.no_grad():
-        acc = split_accuracies(correct_counts(model(x, ops), g.labels, (g.train_mask, g.val_mask, g.test_mask)))
+        acc = evaluation_metrics(evaluation_sums(model(x, ops), g.labels, (g.train_mask, g.val_mask, g.test_mask)))
     return per_epoch, acc

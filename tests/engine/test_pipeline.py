@@ -189,8 +189,7 @@ def single_reference(case: dict[str, Any]):
     """``single`` on the reordered graph: whole-graph forward + Adam."""
     cfg = make_config(case)
     g = chunked_for(case).graph
-    epochs, acc = single_run(build_model(cfg, g).to(torch.float64), g, cfg.train, EPOCHS)
-    return epochs, {"train": acc[0], "val": acc[1], "test": acc[2]}
+    return single_run(build_model(cfg, g).to(torch.float64), g, cfg.train, EPOCHS)
 
 
 def assert_bytes(results: list[dict[str, Any]]) -> None:

@@ -44,8 +44,21 @@ def _record(epochs, world_size=1):
 
 def test_best_is_the_earliest_highest_validation_epoch():
     best = select_best(_epochs([None, 0.5, 0.8, None, 0.8, 0.7]))
-    assert best == {"epoch": 3, "val_acc": 0.8, "test_acc": 0.4}
-    assert select_best(_epochs([None, None])) == {"epoch": None, "val_acc": None, "test_acc": None}
+    assert best == {"epoch": 3, "val_acc": 0.8, "val_loss": None, "test_acc": 0.4, "monitor": "val_acc"}
+    assert select_best(_epochs([None, None])) == {"epoch": None, "val_acc": None, "val_loss": None,
+                                                  "test_acc": None, "monitor": "val_acc"}
+
+
+def test_best_on_val_loss_is_the_earliest_lowest_loss_epoch():
+    epochs = _epochs([0.5, 0.8, 0.6, 0.7])
+    for e, loss in zip(epochs, (1.0, 0.9, 0.4, 0.4)):
+        e.val_loss = loss
+    best = select_best(epochs, "val_loss")
+    # epoch 3: the lowest loss first reached there, though epoch 2 has the best accuracy
+    assert best == {"epoch": 3, "val_acc": 0.6, "val_loss": 0.4, "test_acc": 0.3, "monitor": "val_loss"}
+    assert select_best(epochs)["epoch"] == 2
+    epochs[2].val_loss = float("nan")  # a diverged evaluation is never the best
+    assert select_best(epochs, "val_loss")["epoch"] == 4
 
 
 def test_record_has_the_schema_and_json_roundtrips(tmp_path):

@@ -81,8 +81,39 @@ def test_early_stopping_stops_after_patience_evaluations(graph):
 
 def test_early_stopping_counter():
     s = EarlyStopping(2)
-    assert [s.update(v) for v in (0.5, 0.6, 0.6, 0.7, 0.7, 0.65)] == [False, False, False, False, False, True]
-    assert not any(EarlyStopping(None).update(0.1) for _ in range(10))
+    assert [s.update({"val": v}) for v in (0.5, 0.6, 0.6, 0.7, 0.7, 0.65)] == \
+        [False, False, False, False, False, True]
+    assert not any(EarlyStopping(None).update({"val": 0.1}) for _ in range(10))
+    s = EarlyStopping(2, "val_loss")  # lower is better; accuracy is ignored
+    assert [s.update({"val": 0.9, "val_loss": v}) for v in (1.0, 0.8, 0.8, 0.7, 0.75, 0.9)] == \
+        [False, False, False, False, False, True]
+
+
+def test_early_stopping_on_val_loss_stops_after_the_lowest_loss(graph):
+    patience, k = 3, 2
+    rec = train_single(_cfg(epochs=400, eval_every=k, patience=patience, lr=0.05, monitor="val_loss"), graph)
+    evals = [e for e in rec["epochs"] if e["val_acc"] is not None]
+    losses = [e["val_loss"] for e in evals]
+    assert all(x is not None and x > 0 for x in losses)
+    assert rec["best"]["monitor"] == "val_loss"
+    assert rec["best"]["val_loss"] == min(losses)
+    assert rec["best"]["epoch"] == evals[losses.index(min(losses))]["epoch"]
+    assert rec["summary"]["stopped_early"]
+    assert rec["summary"]["epochs_run"] == rec["best"]["epoch"] + patience * k
+
+
+def test_val_loss_is_the_mean_cross_entropy_of_the_validation_rows(graph):
+    from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums
+
+    torch.manual_seed(0)
+    logits, labels = torch.randn(30, 3), torch.randint(0, 3, (30,))
+    masks = (torch.arange(30) < 10, (torch.arange(30) >= 10) & (torch.arange(30) < 22), torch.arange(30) >= 22)
+    whole = evaluation_metrics(evaluation_sums(logits, labels, masks))
+    want = torch.nn.functional.cross_entropy(logits[masks[1]].double(), labels[masks[1]])
+    assert whole["val_loss"] == pytest.approx(float(want), rel=1e-12)
+    # sums of any row split add up to the same figures (what the workers all-reduce)
+    parts = [evaluation_sums(logits[a:b], labels[a:b], tuple(m[a:b] for m in masks)) for a, b in ((0, 13), (13, 30))]
+    assert evaluation_metrics([x + y for x, y in zip(*parts)]) == pytest.approx(whole, rel=1e-12)
 
 
 def test_self_loops_are_removed_before_training(graph):
