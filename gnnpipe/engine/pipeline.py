@@ -7,8 +7,10 @@ stage 0, classifier and loss on the last stage) for the chunks of way ``way``
 :class:`~gnnpipe.engine.schedule.PipelineSchedule` (a thin executor: one method per
 action kind). The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
 
-* **Buffers.** For each of its layers ``l >= 2`` the stage keeps ``B_l`` [N, d] of
-  that layer's input and a gradient buffer ``G_l`` [N, d]. ``B_l`` starts the epoch as
+* **Buffers.** For each of its layers ``l >= 2`` the stage keeps ``B_l`` [n_rows, d]
+  of that layer's input and a gradient buffer ``G_l`` [n_rows, d], over the way's row
+  space (its block's rows, then the other ways' rows that its chunks read; all N rows
+  in pipeline mode). ``B_l`` starts the epoch as
   the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed from ``B_l`` after every
   R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy). Layer 1 of stage 0 reads
   ``h0 = encode(X)``, computed for all rows at the start of the epoch, so it needs no
@@ -231,17 +233,21 @@ class StagePipeline:
             self.way_of[list(blk)] = w
         self.ops = {k: ChunkOps.build(self.plans[k], device=self.device, dtype=self.dtype,
                                       backend=pc.kernel_backend) for k in self.my_chunks}
-        self.local_ids = {k: self.plans[k].local_global_nid.to(self.device) for k in self.my_chunks}
-        self.halo_ids = {k: self.plans[k].halo_global_nid.to(self.device) for k in self.my_chunks}
-        self.halo_chunk = {k: self.plans[k].halo_chunk.to(self.device) for k in self.my_chunks}
-        if self.first:
-            self.x = g.features.to(device=self.device, dtype=self.dtype)
-        if self.last:
-            self.y = g.labels.to(self.device)
-            self.masks = tuple(m.to(self.device) for m in (g.train_mask, g.val_mask, g.test_mask))
-        self.num_train = int(g.train_mask.sum())
         self.block_rows = {w: (self.plans[blk[0]].row_start, self.plans[blk[-1]].row_end)
                            for w, blk in enumerate(self.blocks)}
+        self._build_row_space()
+        row_of = self.row_of
+        self.local_ids = {k: row_of[self.plans[k].local_global_nid].to(self.device) for k in self.my_chunks}
+        self.halo_ids = {k: row_of[self.plans[k].halo_global_nid].to(self.device) for k in self.my_chunks}
+        self.own = {k: slice(self.plans[k].row_start - self.r0, self.plans[k].row_end - self.r0)
+                    for k in self.my_chunks}
+        self.halo_chunk = {k: self.plans[k].halo_chunk.to(self.device) for k in self.my_chunks}
+        if self.first:
+            self.x = self._rows_of(g.features).to(device=self.device, dtype=self.dtype)
+        if self.last:
+            self.y = self._rows_of(g.labels).to(self.device)
+            self.masks = tuple(self._rows_of(m).to(self.device) for m in (g.train_mask, g.val_mask, g.test_mask))
+        self.num_train = int(g.train_mask.sum())
         self._build_exchange_lists()
 
         self.period = int(pc.snapshot_period)
@@ -250,7 +256,7 @@ class StagePipeline:
         self.seed = int(cfg.train.seed)
         self.history_init = pc.history_init
         # Buffers (allocated here, filled by the history init at the first epoch).
-        self.B = {l: torch.zeros(self.N, self.dims[l - 1], device=self.device, dtype=self.dtype)
+        self.B = {l: torch.zeros(self.n_rows, self.dims[l - 1], device=self.device, dtype=self.dtype)
                   for l in self.buffered}
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
         self.G = {l: torch.zeros_like(b) for l, b in self.B.items()}
@@ -275,11 +281,39 @@ class StagePipeline:
     def _peer(self, way: int) -> int:
         return way * self.S + self.stage
 
+    def _build_row_space(self) -> None:
+        """The way's rows: row ``r`` of ``B_l``, ``G_l``, ``h0`` and the evaluation
+        tensors is global row ``way_rows[r]``: first the way's block (contiguous
+        global rows ``r0..r1``), then the rows of other ways' blocks that its chunks
+        read, sorted. A way never touches any other row, so its buffers need no more
+        (hybrid: about N / W + halo rows instead of N per layer on every rank).
+        Pipeline mode (one way): the identity, all N rows in order.
+
+        Shapes: way_rows int64 [n_rows]; row_of int64 [N] (-1 for rows not held).
+        """
+        r0, r1 = self.block_rows[self.way]
+        self.r0, self.n_block = r0, r1 - r0
+        halo = torch.cat([self.plans[k].halo_global_nid for k in self.my_chunks]) if self.my_chunks \
+            else torch.empty(0, dtype=torch.int64)
+        foreign = torch.unique(halo[(halo < r0) | (halo >= r1)])  # sorted
+        self.way_rows = torch.cat([torch.arange(r0, r1), foreign])
+        self.n_rows = int(self.way_rows.numel())
+        self.identity_rows = bool(torch.equal(self.way_rows, torch.arange(self.N)))
+        self.row_of = torch.full((self.N,), -1, dtype=torch.int64)
+        self.row_of[self.way_rows] = torch.arange(self.n_rows)
+
+    def _rows_of(self, t: Tensor) -> Tensor:
+        """The way's rows of a per-vertex tensor (global row order)."""
+        return t if self.identity_rows else t.index_select(0, self.way_rows)
+
     def _build_exchange_lists(self) -> None:
-        """``read_rows[k][w]``: the rows of chunk k that chunks of way w != way(k) read
-        (hybrid; sorted global ids, on the device). Summed over chunks and ways this is
-        ``M_W``, the rows exchanged per layer."""
-        self.read_rows: dict[int, dict[int, Tensor]] = {}
+        """Hybrid exchange lists, in this way's row space, on the device:
+        ``send_rows[k][w]`` (k a chunk of this way): the rows of chunk k that chunks
+        of way w read; ``recv_rows[k]`` (k a chunk of another way): the rows of chunk
+        k that this way's chunks read. Summed over chunks and ways, either is ``M_W``,
+        the rows exchanged per layer."""
+        self.send_rows: dict[int, dict[int, Tensor]] = {}
+        self.recv_rows: dict[int, Tensor] = {}
         if self.W == 1:
             return
         reads = torch.zeros(self.W, self.N, dtype=torch.bool)
@@ -288,8 +322,13 @@ class StagePipeline:
         for k, p in enumerate(self.plans):
             wk = int(self.way_of[k])
             rows = torch.arange(p.row_start, p.row_end)
-            self.read_rows[k] = {w: rows[reads[w, p.row_start:p.row_end]].to(self.device)
-                                 for w in range(self.W) if w != wk}
+            if wk == self.way:
+                self.send_rows[k] = {w: self.row_of[rows[reads[w, p.row_start:p.row_end]]].to(self.device)
+                                     for w in range(self.W) if w != wk}
+            else:
+                mine = self.row_of[rows[reads[self.way, p.row_start:p.row_end]]]
+                assert bool((mine >= 0).all()), "a row this way reads is outside its row space"
+                self.recv_rows[k] = mine.to(self.device)
 
     def _chunk_at(self, way: int, t: int) -> int | None:
         o = self.orders[way]
@@ -303,10 +342,10 @@ class StagePipeline:
             if w == self.way:
                 continue
             if my_chunk is not None:
-                sends[self._peer(w)] = buf.index_select(0, self.read_rows[my_chunk][w])
+                sends[self._peer(w)] = buf.index_select(0, self.send_rows[my_chunk][w])
             k2 = self._chunk_at(w, t)
             if k2 is not None:
-                rows = self.read_rows[k2][self.way]
+                rows = self.recv_rows[k2]
                 r = torch.empty(rows.numel(), buf.shape[1], device=buf.device, dtype=buf.dtype)
                 recvs[self._peer(w)] = r
                 places.append((rows, r))
@@ -325,15 +364,15 @@ class StagePipeline:
                 continue
             k2 = self._chunk_at(w, t)
             if k2 is not None:
-                sends[self._peer(w)] = G.index_select(0, self.read_rows[k2][self.way])
+                sends[self._peer(w)] = G.index_select(0, self.recv_rows[k2])
             if my_chunk is not None:
-                rows = self.read_rows[my_chunk][w]
+                rows = self.send_rows[my_chunk][w]
                 recvs[self._peer(w)] = torch.empty(rows.numel(), G.shape[1], device=G.device, dtype=G.dtype)
         self.timer.timed(self.comm.exchange, sends, recvs, "halo_gradients")
         if my_chunk is not None:
             for w in range(self.W):
                 if w != self.way:
-                    G.index_add_(0, self.read_rows[my_chunk][w], recvs[self._peer(w)])
+                    G.index_add_(0, self.send_rows[my_chunk][w], recvs[self._peer(w)])
 
     # -------------------------------------------------------- exact full forward
     @torch.no_grad()
@@ -348,23 +387,22 @@ class StagePipeline:
         was = model.training
         model.eval()
         try:
-            r0, r1 = self.block_rows[self.way]
-            n_way = r1 - r0
+            nb = self.n_block  # the way's block: rows [0, nb) of its row space
             d_in = self.dims[self.a]
             if self.first:
                 h0 = model.encode(self.x)
                 h = h0.clone()
             else:
                 width = d_in + (self.h0_dim if self.needs_h0 else 0)
-                buf = torch.empty(n_way, width, device=self.device, dtype=self.dtype)
+                buf = torch.empty(nb, width, device=self.device, dtype=self.dtype)
                 if buf.numel():
                     self.timer.wait(self.comm.irecv(buf, self.rank - 1, "evaluation", _TAG_FWD))
-                h = torch.zeros(self.N, d_in, device=self.device, dtype=self.dtype)
-                h[r0:r1] = buf[:, :d_in]
+                h = torch.zeros(self.n_rows, d_in, device=self.device, dtype=self.dtype)
+                h[:nb] = buf[:, :d_in]
                 h0 = None
                 if self.needs_h0:
-                    h0 = torch.zeros(self.N, self.h0_dim, device=self.device, dtype=self.dtype)
-                    h0[r0:r1] = buf[:, d_in:]
+                    h0 = torch.zeros(self.n_rows, self.h0_dim, device=self.device, dtype=self.dtype)
+                    h0[:nb] = buf[:, d_in:]
             for i in range(self.a, self.b):
                 l = i + 1
                 layer = model.layers[i]
@@ -373,20 +411,20 @@ class StagePipeline:
                     self._exchange_block(h)
                 if capture and l >= 2:
                     self.snap[l].copy_(h)
-                out = torch.zeros(self.N, self.dims[l], device=self.device, dtype=self.dtype)
+                out = torch.zeros(self.n_rows, self.dims[l], device=self.device, dtype=self.dtype)
                 for k in self.my_chunks:
-                    p = self.plans[k]
-                    out[p.row_start:p.row_end] = layer(h.index_select(0, self.local_ids[k]), self.ops[k],
-                                                       h0[p.row_start:p.row_end] if layer.needs_h0 else None)
+                    own = self.own[k]
+                    out[own] = layer(h.index_select(0, self.local_ids[k]), self.ops[k],
+                                     h0[own] if layer.needs_h0 else None)
                 h = out
             if not self.last:
-                msg = h[r0:r1]
+                msg = h[:nb]
                 if self.needs_h0:
-                    msg = torch.cat([msg, h0[r0:r1]], dim=1)
+                    msg = torch.cat([msg, h0[:nb]], dim=1)
                 if msg.numel():
                     self.timer.wait(self.comm.isend(msg, self.rank + 1, "evaluation", _TAG_FWD))
                 return None
-            return model.decode(h[r0:r1])
+            return model.decode(h[:nb])
         finally:
             model.train(was)
 
@@ -395,9 +433,9 @@ class StagePipeline:
         for w in range(self.W):
             if w == self.way:
                 continue
-            mine = [self.read_rows[k][w] for k in self.blocks[self.way]]
+            mine = [self.send_rows[k][w] for k in self.blocks[self.way]]
             sends[self._peer(w)] = h.index_select(0, torch.cat(mine))
-            theirs = torch.cat([self.read_rows[k][self.way] for k in self.blocks[w]])
+            theirs = torch.cat([self.recv_rows[k] for k in self.blocks[w]])
             r = torch.empty(theirs.numel(), h.shape[1], device=h.device, dtype=h.dtype)
             recvs[self._peer(w)] = r
             places.append((theirs, r))
@@ -537,8 +575,7 @@ class StagePipeline:
     def _forward(self, k: int, t: int) -> None:
         """Chunk k through the stage's layers (last stage: classifier and loss)."""
         model = self.model
-        p = self.plans[k]
-        own = slice(p.row_start, p.row_end)
+        own = self.own[k]
         ops = self.ops[k]
         if self.first:
             x_own = None
@@ -583,7 +620,7 @@ class StagePipeline:
         """Chunk k back through the stage's layers, one autograd call per layer."""
         state = self.saved[k]
         p = self.plans[k]
-        own = slice(p.row_start, p.row_end)
+        own = self.own[k]
         n_own = p.num_own
         h0_k = state["h0"]
         if self.last:
@@ -659,8 +696,8 @@ class StagePipeline:
         self.timer = _Wait(self.comm)
         logits = self._full_forward(capture=False)
         if logits is not None:
-            r0, r1 = self.block_rows[self.way]
-            sums = evaluation_sums(logits, self.y[r0:r1], tuple(m[r0:r1] for m in self.masks))
+            nb = self.n_block
+            sums = evaluation_sums(logits, self.y[:nb], tuple(m[:nb] for m in self.masks))
         else:
             sums = [0.0] * 7
         return evaluation_metrics(self.comm.all_reduce_control(sums))

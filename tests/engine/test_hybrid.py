@@ -54,6 +54,30 @@ def test_hybrid_one_way_equals_pipeline(hyb2):
     assert hyb2[4][0]["predicted"] == hyb2[5][0]["predicted"]
 
 
+@pytest.mark.parametrize("i", [0, 6], ids=["one-stage", "unequal-blocks"])
+def test_hybrid_way_holds_its_block_and_the_rows_it_reads(hyb2, i):
+    # Each way's buffers cover its block's rows and the other blocks' rows that its
+    # chunks read, nothing more (not all N rows on every way).
+    from gnnpipe.engine.schedule import way_blocks
+
+    chunked = chunked_for(HYB2[i])
+    n = chunked.graph.num_nodes
+    ways = HYB2[i]["ways"]
+    blocks = way_blocks(chunked.num_chunks, ways)
+    seen = set()
+    for res in hyb2[i]:
+        way, rows, shapes = res["way_rows"]
+        blk = blocks[way]
+        r0, r1 = chunked.plans[blk[0]].row_start, chunked.plans[blk[-1]].row_end
+        read = torch.cat([chunked.plans[k].halo_global_nid for k in blk])
+        foreign = torch.unique(read[(read < r0) | (read >= r1)])
+        assert torch.equal(rows, torch.cat([torch.arange(r0, r1), foreign]))
+        assert rows.numel() < n
+        assert all(s[0] == rows.numel() for s in shapes.values())
+        seen.add(way)
+    assert seen == set(range(ways))
+
+
 @pytest.mark.parametrize("i", [6, 7], ids=["unequal-blocks", "empty-chunks"])
 def test_hybrid_two_ways_equal_simulator(hyb2, i):
     epochs, acc, _ = simulate(HYB2[i])

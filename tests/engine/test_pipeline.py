@@ -123,8 +123,11 @@ def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str
             "times": (st.compute_s, st.comm_wait_s, st.bubble_s),
         })
     acc = runner.evaluate()
+    rows = getattr(runner, "way_rows", None)
     return {"epochs": epochs, "acc": acc, "predicted": runner.predicted_bytes(),
-            "calls": recorder.calls if recorder is not None else None}
+            "calls": recorder.calls if recorder is not None else None,
+            "way_rows": None if rows is None else (runner.way, rows.clone(),
+                                                   {l: tuple(b.shape) for l, b in runner.B.items()})}
 
 
 def cases_worker(rank: int, world: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
