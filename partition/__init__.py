@@ -22,7 +22,7 @@ from gnnpipe.partition.core import (
     resolve_vertex_weights,
     symmetric_adjacency,
 )
-from gnnpipe.partition.plan import ChunkPlan, build_chunk_plans, halo_send_lists, whole_graph_plan
+from gnnpipe.partition.plan import ChunkPlan, build_chunk_plans, halo_send_lists, plan_graph_edges, whole_graph_plan
 from gnnpipe.partition.stats import (
     PartitionStats,
     format_stats_table,
@@ -36,6 +36,7 @@ __all__ = [
     "build_chunk_plans",
     "whole_graph_plan",
     "halo_send_lists",
+    "plan_graph_edges",
     "KNOWN_METHODS",
     "Partition",
     "metis_partition",

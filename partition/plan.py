@@ -26,7 +26,7 @@ import torch
 from gnnpipe.data.graph import Graph
 from gnnpipe.errors import PartitionError
 
-__all__ = ["ChunkPlan", "build_chunk_plans", "whole_graph_plan", "halo_send_lists"]
+__all__ = ["ChunkPlan", "build_chunk_plans", "whole_graph_plan", "halo_send_lists", "plan_graph_edges"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,6 +135,31 @@ def build_chunk_plans(graph: Graph, offsets: torch.Tensor) -> tuple[ChunkPlan, .
             )
         )
     return tuple(plans)
+
+
+def plan_graph_edges(graph: Graph, plan: ChunkPlan) -> torch.Tensor:
+    """The graph edge id (position in ``graph.indices``) of every edge of ``plan``.
+
+    ``graph`` is the graph the plan was built from (after :func:`reorder`). With it a
+    per-edge weight of the graph, ``w [num_edges]``, becomes the plan's
+    ``w[plan_graph_edges(graph, plan)]``, which ``ChunkOps.aggregate(...,
+    "weighted", edge_weight)`` takes. Not stored in the plan: it is recomputed in
+    O(nnz) from the graph (the plan orders each row "own sources, then halo sources",
+    a stable partition of the graph's row).
+
+    Shapes: -> int64 [plan.num_edges].
+    """
+    if not (0 <= plan.row_start <= plan.row_end <= graph.num_nodes):
+        raise PartitionError(f"{graph.name}: plan rows [{plan.row_start}, {plan.row_end}) are outside the "
+                             f"graph's {graph.num_nodes} vertices")
+    e0, e1 = int(graph.indptr[plan.row_start]), int(graph.indptr[plan.row_end])
+    if e1 - e0 != plan.num_edges:
+        raise PartitionError(f"{graph.name}: plan of chunk {plan.chunk_idx} has {plan.num_edges} edges, "
+                             f"the graph's rows [{plan.row_start}, {plan.row_end}) have {e1 - e0}: "
+                             "not the graph it was built from")
+    src = graph.indices[e0:e1]
+    own = (src >= plan.row_start) & (src < plan.row_end)
+    return _sort_rows_own_first(torch.arange(e0, e1, dtype=torch.int64), own, plan.indptr)
 
 
 def _sort_rows_own_first(local: torch.Tensor, own: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,9 @@ and needs, for every own row ``v``, a reduction over its in-neighbours ``u -> v`
 * ``gcn``:      ``sum_u x_u / sqrt((d_u+1)(d_v+1)) + x_v / (d_v+1)``, row ``v`` of
   ``D^-1/2 (A + I) D^-1/2 x`` with ``D = in_degree + 1``
 * ``weighted``: ``sum_e w_e x_{src e}`` for a per-edge weight ``w`` [nnz] in the
-  plan's edge order (``plan.indices``), differentiable.
+  plan's edge order (``plan.indices``), differentiable; a weight of the graph's edges
+  ``w_graph`` [E] is ``w_graph[plan_graph_edges(graph, plan)]``
+  (:func:`gnnpipe.partition.plan_graph_edges`).
 
 ``d`` is ``ChunkPlan.in_degree``: the *global* in-degree, so a chunk's rows equal the
 corresponding rows of the whole-graph result. Duplicate edges count once per copy.

@@ -125,3 +125,37 @@ def test_bad_offsets(make_graph, offsets, needle):
     g = make_graph(60, 200, seed=6)
     with pytest.raises(PartitionError, match=needle):
         build_chunk_plans(g, torch.tensor(offsets))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plan_graph_edges_carry_graph_edge_weights_into_the_plans(make_graph, seed):
+    # Graph edge weights reach a plan through plan_graph_edges, and the weighted
+    # aggregation over the chunks reproduces the whole-graph weighted sum (duplicate
+    # edges and self-loops with their own weights, empty chunks).
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.partition import plan_graph_edges
+
+    g = make_graph(70, 260, seed=seed)
+    gen = torch.Generator().manual_seed(7 + seed)
+    part = make_partition(g, 5, method="metis")
+    r = reorder(g, part)
+    offsets = torch.cat([part.offsets[:2], part.offsets[1:]])  # chunk 1 is empty
+    plans = build_chunk_plans(r, offsets)
+    w = torch.rand(r.num_edges, generator=gen, dtype=torch.float64) + 0.1
+    x = torch.randn(r.num_nodes, 4, generator=gen, dtype=torch.float64)
+    want = torch.zeros(r.num_nodes, 4, dtype=torch.float64)
+    dst = torch.repeat_interleave(torch.arange(r.num_nodes), r.indptr[1:] - r.indptr[:-1])
+    want.index_add_(0, dst, w.unsqueeze(1) * x[r.indices])
+    got = torch.zeros_like(want)
+    seen = []
+    for plan in plans:
+        eid = plan_graph_edges(r, plan)
+        seen.append(eid)
+        # the same source vertex, edge by edge
+        assert torch.equal(r.indices[eid], plan.local_global_nid[plan.indices])
+        ops = ChunkOps.build(plan, dtype=torch.float64)
+        got[plan.row_start:plan.row_end] = ops.aggregate(x[plan.local_global_nid], "weighted", w[eid])
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert torch.equal(torch.sort(torch.cat(seen)).values, torch.arange(r.num_edges))  # each edge once
+    with pytest.raises(PartitionError, match="not the graph it was built from"):
+        plan_graph_edges(g.add_self_loops(), plans[0])
