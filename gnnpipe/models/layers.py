@@ -52,12 +52,14 @@ class _Dropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
-        # rand in [0, 1): P(rand >= p) = 1 - p; the float draw is freed at once.
-        keep = torch.rand_like(x) >= p
+        # rand in [0, 1): P(rand >= p) = 1 - p. The float draw becomes the float mask
+        # in place (x * float is faster than x * bool); only the bool copy is kept.
+        r = torch.rand_like(x)
+        keep = r >= p
         scale = 1.0 / (1.0 - p)
         ctx.save_for_backward(keep)
         ctx.scale = scale
-        return x.mul(keep).mul_(scale)
+        return x * r.ge_(p).mul_(scale)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
@@ -79,7 +81,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not training or p == 0.0:
         return x
     if not x.requires_grad:
-        return x.mul(torch.rand_like(x) >= p).mul_(1.0 / (1.0 - p))
+        return x * torch.rand_like(x).ge_(p).mul_(1.0 / (1.0 - p))
     return _Dropout.apply(x, p)
 
 
