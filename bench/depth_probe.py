@@ -31,6 +31,7 @@ import torch
 from torch.nn import functional as F
 
 import gnnpipe
+from gnnpipe.cli import _parse_value
 from gnnpipe.kernels import ChunkOps
 from gnnpipe.partition import whole_graph_plan
 from gnnpipe.trainer.record import machine_info, write_json_atomic
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             print(f"--option: expected KEY=VALUE, found {item!r}", file=sys.stderr)
             return 2
-        options[key] = json.loads(value) if value.replace(".", "", 1).lstrip("-").isdigit() else value
+        options[key.strip()] = _parse_value(value.strip())  # the CLI's own --data-option parsing
     t0 = time.perf_counter()
     result = run(options)
     result["wall_time_s"] = time.perf_counter() - t0

@@ -158,12 +158,9 @@ def _gather_rows(buf: Tensor, local_ids: Tensor) -> tuple[Tensor, list]:
 
 
 def _sunk(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
-    if not sink:
-        return torch.zeros(shape, dtype=like.dtype, device=like.device)
-    g = sink[0]
-    for extra in sink[1:]:  # pragma: no cover - one use of h_local per layer call
-        g = g + extra
-    return g
+    """The gradient in ``sink`` (autograd sums every use of ``h_local`` before calling
+    the node's backward once), or zeros when none flowed."""
+    return sink[0] if sink else torch.zeros(shape, dtype=like.dtype, device=like.device)
 
 
 def _sync(device: torch.device) -> None:

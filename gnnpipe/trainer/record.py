@@ -49,7 +49,8 @@ __all__ = [
     "RECORD_SCHEMA_DOC",
 ]
 
-#: Bumped whenever a key is renamed or removed (adding keys keeps the version).
+#: Bumped whenever the key sets that :func:`check_record` requires change (a key
+#: added, renamed or removed). 2: ``epochs[].val_loss``, ``best.val_loss``, ``best.monitor``.
 SCHEMA_VERSION = 2
 
 #: The kinds under which :mod:`gnnpipe.engine.comm` counts the bytes it sends.
@@ -76,7 +77,8 @@ class EpochRecord:
     """What one epoch measured.
 
     ``epoch`` counts from 1. ``train_acc/val_acc/test_acc`` and ``val_loss`` (mean
-    validation cross-entropy) are None on epochs without evaluation. ``epoch_time_s`` is the wall time of the training step
+    validation cross-entropy) are None on epochs without evaluation.
+    ``epoch_time_s`` is the wall time of the training step
     (forward, backward, optimizer step) and excludes evaluation, whose time is
     ``eval_time_s``. ``compute_s/comm_wait_s/bubble_s`` split the epoch time where
     the mode measures them (single: compute only). ``bytes`` are the payload bytes
@@ -117,7 +119,7 @@ class EpochRecord:
             "train_acc": _opt_float(self.train_acc),
             "val_acc": _opt_float(self.val_acc),
             "test_acc": _opt_float(self.test_acc),
-            "val_loss": _opt_float(self.val_loss) if self.val_loss is None or math.isfinite(self.val_loss) else None,
+            "val_loss": _finite_or_none(self.val_loss),  # diverged: null
             "epoch_time_s": float(self.epoch_time_s),
             "eval_time_s": _opt_float(self.eval_time_s),
             "time": {
@@ -135,6 +137,10 @@ class EpochRecord:
 
 def _opt_float(x: float | None) -> float | None:
     return None if x is None else float(x)
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
 
 
 # ------------------------------------------------------------------ pieces
