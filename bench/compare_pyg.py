@@ -17,7 +17,8 @@ For every case both frameworks train in one process, epoch by epoch in alternati
 
 Cases: ``gcn2-cora`` (Kipf & Welling: conv F->16->C, 200 epochs, 3 seeds),
 ``gcn4-syn200k`` (4 GCN convs, hidden 128) and ``gcnii32-syn200k`` (GCNII, 32 layers,
-hidden 100) on ``load_dataset("synthetic", num_nodes=200000)`` (~2M edges). On the
+hidden 100) on ``load_dataset("synthetic", num_nodes=200000)`` with the options of
+``bench/graphs.py`` (~2M edges). On the
 200k graph the epoch budget is small (CPU time), so accuracy there is the test
 accuracy after a fixed number of epochs, the same for both (GCNII-32: 10 epochs, past
 the first epochs where both are near chance and the gap is dropout noise).
@@ -55,6 +56,7 @@ from gnnpipe.trainer.record import machine_info, write_json_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import DEFAULT_ROOT  # noqa: E402
+from graphs import SYSTEMS_SYNTHETIC  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "bench" / "results" / "compare_pyg.json"
@@ -248,7 +250,7 @@ def run_case(name: str, spec: dict[str, Any], graph: gnnpipe.Graph, seed: int,
 
 def load(dataset: str, root: str) -> gnnpipe.Graph:
     if dataset == "synthetic200k":
-        return gnnpipe.load_dataset("synthetic", num_nodes=200_000)
+        return gnnpipe.load_dataset("synthetic", **{**SYSTEMS_SYNTHETIC, "num_nodes": 200_000})
     return gnnpipe.load_dataset(dataset, root=root, normalize_features=True)
 
 

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from graphs import SYSTEMS_SYNTHETIC  # bench/graphs.py (this script's folder is on sys.path)
+
 import torch
 
 from gnnpipe.data import Graph
@@ -131,8 +133,8 @@ def make_graph(num_nodes: int, num_edges: int, seed: int, kind: str = "auto") ->
 
             if "synthetic" in list_datasets() or kind == "synthetic":
                 graph = load_dataset(
-                    "synthetic", num_nodes=num_nodes, avg_degree=num_edges / num_nodes, num_features=1, seed=seed
-                )
+                    "synthetic", **{**SYSTEMS_SYNTHETIC, "num_nodes": num_nodes, "avg_degree": num_edges / num_nodes,
+                                    "num_features": 1, "seed": seed})
                 return graph, "gnnpipe.data synthetic (degree-corrected SBM, symmetric, ids in random order)"
         except ImportError:
             if kind == "synthetic":

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graphs import SYSTEMS_SYNTHETIC  # bench/graphs.py (this script's folder is on sys.path)
+
 RESULTS = Path(__file__).resolve().parent / "results" / "modes.json"
 MODES = ("single", "graph", "pipeline", "hybrid")
 TRAINING_KINDS = ("stage_activations", "stage_gradients", "halo_rows", "halo_gradients", "weight_allreduce")
@@ -57,8 +59,8 @@ def _config(args: argparse.Namespace, mode: str) -> Any:
     if mode == "hybrid" and args.ways is not None:
         parallel["ways"] = args.ways
     return RunConfig.from_dict({
-        "data": {"dataset": "synthetic", "options": {"num_nodes": args.num_nodes, "avg_degree": args.avg_degree,
-                                                     "seed": args.seed}},
+        "data": {"dataset": "synthetic", "options": {**SYSTEMS_SYNTHETIC, "num_nodes": args.num_nodes,
+                                                     "avg_degree": args.avg_degree, "seed": args.seed}},
         "model": {"model": args.model, "layers": args.layers, "hidden": args.hidden, "dropout": args.dropout},
         "train": {"epochs": args.epochs, "lr": args.lr, "eval_every": args.epochs, "seed": args.seed,
                   "log_level": args.log_level, "log_every": max(1, args.epochs // 5)},

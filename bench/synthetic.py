@@ -19,17 +19,19 @@ import sys
 import time
 from pathlib import Path
 
+from graphs import SYSTEMS_SYNTHETIC  # bench/graphs.py (this script's folder is on sys.path)
+
 RESULTS = Path(__file__).resolve().parent / "results" / "synthetic.json"
 
 _CHILD = r"""
 import json, resource, sys, time, tracemalloc
 import torch
 from gnnpipe.data import synthetic_graph
-n, deg = int(sys.argv[1]), float(sys.argv[2])
+n, deg, pinned = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tracemalloc.start()
 t = time.perf_counter()
-g = synthetic_graph(num_nodes=n, avg_degree=deg)
+g = synthetic_graph(**{**pinned, "num_nodes": n, "avg_degree": deg})
 wall = time.perf_counter() - t
 _, traced_peak = tracemalloc.get_traced_memory()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -59,7 +61,8 @@ def main() -> None:
     runs = []
     for n in args.sizes:
         t = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(args.avg_degree)], check=True,
+        out = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(args.avg_degree),
+                              json.dumps(SYSTEMS_SYNTHETIC)], check=True,
                              capture_output=True, text=True)
         rec = json.loads(out.stdout.strip().splitlines()[-1])
         rec["process_wall_s"] = time.perf_counter() - t
