@@ -15,7 +15,8 @@ near the PPR figure whatever its training.
 
 Usage: ``python bench/depth_probe.py [--option key=value ...] [--out PATH]``;
 JSON with the machine and the graph options to ``bench/results/depth_probe.json``
-(runs with other options are added to the same file, keyed by their options).
+(runs on other graphs are added to the same file; each run records its options as
+given and resolved against the generator's defaults).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from torch.nn import functional as F
 
 import gnnpipe
 from gnnpipe.cli import _parse_value
+from gnnpipe.data import SYNTHETIC_DEFAULTS
 from gnnpipe.kernels import ChunkOps
 from gnnpipe.partition import whole_graph_plan
 from gnnpipe.trainer.record import machine_info, write_json_atomic
@@ -76,7 +78,8 @@ def run(options: dict[str, Any]) -> dict[str, Any]:
     graph = gnnpipe.load_dataset("synthetic", **options).remove_self_loops()
     ops = ChunkOps.build(whole_graph_plan(graph), dtype=torch.float64)
     x = graph.features.double()
-    out: dict[str, Any] = {"graph": repr(graph), "options": options, "sgc": {}, "ppr32": {}}
+    out: dict[str, Any] = {"graph": repr(graph), "options": options,
+                           "resolved_options": {**SYNTHETIC_DEFAULTS, **options}, "sgc": {}, "ppr32": {}}
     h = x
     for k in range(max(HOPS) + 1):
         if k in HOPS:
@@ -114,8 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         print(name + ": " + ", ".join(f"{k} {100 * v['test_acc']:.2f}" for k, v in table.items()))
     out_path = Path(args.out)
     previous = json.loads(out_path.read_text()) if out_path.exists() else {}
-    runs = dict(previous.get("runs", {}))
-    runs[json.dumps(options, sort_keys=True)] = result
+    # One entry per graph: a run replaces an earlier one of the same *resolved* options
+    # (the generator's defaults change between versions, so the options as given are
+    # not enough to name a graph).
+    old_runs = previous.get("runs", [])
+    runs = [r for r in (old_runs if isinstance(old_runs, list) else [])
+            if r.get("resolved_options") != result["resolved_options"]]
+    runs.append(result)
     record = {"benchmark": "depth_probe", "machine": machine_info("cpu"),
               "notes": "logistic regression (L-BFGS, L2 penalty chosen on val) on propagated raw "
                        "features; accuracies in [0, 1]", "runs": runs}
