@@ -27,7 +27,8 @@ Reported per case: test accuracy (at the best validation evaluation), median epo
 time (forward + backward + optimizer step; evaluation and the first ``warmup`` epochs
 excluded), and the ratios gnnpipe / pyg. JSON: ``bench/results/compare_pyg.json``.
 
-Usage: ``python bench/compare_pyg.py [--only CASE ...] [--threads 1] [--out PATH]``
+Usage: ``python bench/compare_pyg.py [--only CASE ...] [--seeds S ...] [--threads 1] [--out PATH]
+[--merge FILE ...]``
 """
 
 from __future__ import annotations
@@ -266,6 +267,20 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return s
 
 
+_SETTINGS = ("graph", "row_normalize_features", "pyg_adjacency", "model_config", "train")
+
+
+def _fold(results: dict[str, Any], name: str, case: dict[str, Any]) -> None:
+    """Store ``case``; where the stored case has the same settings, its runs of other
+    seeds are kept (a new run of a seed replaces the old one) and the summary covers all."""
+    old = results.get(name)
+    runs = {r["seed"]: r for r in case["runs"]}
+    if old is not None and all(old.get(k) == case.get(k) for k in _SETTINGS):
+        runs = {**{r["seed"]: r for r in old["runs"]}, **runs}
+    ordered = [runs[seed] for seed in sorted(runs)]
+    results[name] = {**{k: case[k] for k in _SETTINGS if k in case}, "summary": summarize(ordered), "runs": ordered}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", choices=sorted(CASES))
@@ -275,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--pyg-adjacency", choices=("csr", "edge_index"), default="csr",
                     help="PyG's graph input: adj_t as torch sparse CSR (SpMM) or edge_index (scatter)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="run these seeds instead of the case's own (runs of other seeds with the same "
+                         "settings are kept and summarised together)")
+    ap.add_argument("--merge", nargs="*", default=[],
+                    help="also fold in the runs of these JSON files (same case and settings only)")
     args = ap.parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -283,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     out_path = Path(args.out)
     previous = json.loads(out_path.read_text()) if out_path.exists() else {}
     results: dict[str, Any] = dict(previous.get("cases", {}))
+    for extra in args.merge:
+        for name, case in json.loads(Path(extra).read_text())["cases"].items():
+            _fold(results, name, case)
     graphs: dict[str, gnnpipe.Graph] = {}
     for name in (list(CASES) if args.only is None else args.only):
         spec = CASES[name]
@@ -290,17 +313,17 @@ def main(argv: list[str] | None = None) -> int:
             graphs[spec["dataset"]] = load(spec["dataset"], args.root)
         graph = graphs[spec["dataset"]]
         print(f"{name}: {graph!r}", flush=True)
-        runs = [run_case(name, spec, graph, seed, args.pyg_adjacency) for seed in spec["seeds"]]
-        results[name] = {
+        seeds = spec["seeds"] if args.seeds is None else args.seeds
+        runs = [run_case(name, spec, graph, seed, args.pyg_adjacency) for seed in seeds]
+        _fold(results, name, {
             "graph": repr(graph),
             "row_normalize_features": spec["dataset"] == "cora",
             "pyg_adjacency": args.pyg_adjacency,
             "model_config": asdict(ModelConfig(**spec["model"])),
             "train": dict(spec["train"], optimizer="Adam", epochs=spec["epochs"],
                           eval_every=spec["eval_every"], warmup_epochs_excluded=spec["warmup"]),
-            "summary": summarize(runs),
             "runs": runs,
-        }
+        })
         s = results[name]["summary"]
         print(f"{name}: test gnnpipe {100 * s['gnnpipe_test_acc']:.2f} pyg {100 * s['pyg_test_acc']:.2f} "
               f"({s['test_acc_diff_points']:+.2f} points); epoch gnnpipe {s['gnnpipe_median_epoch_time_s']:.4f}s "
