@@ -198,8 +198,12 @@ def pyg_adjacency(edge_index: torch.Tensor, num_nodes: int, kind: str) -> torch.
     return to_torch_csr_tensor(edge_index.flip(0), size=(num_nodes, num_nodes))
 
 
-def run_case(name: str, spec: dict[str, Any], graph: gnnpipe.Graph, seed: int,
-             adjacency: str = "csr") -> dict[str, Any]:
+def build_runners(spec: dict[str, Any], graph: gnnpipe.Graph, seed: int,
+                  adjacency: str = "csr") -> tuple[list[Runner], dict[str, Any]]:
+    """The two runners of one case: gnnpipe's model and its PyG twin with the same
+    initial weights, each with its own Adam (same parameter groups and decays).
+
+    Returns the runners (gnnpipe first) and the setup figures for the JSON."""
     g = graph.remove_self_loops()  # as gnnpipe's trainer does; both frameworks add one per vertex
     t0 = time.perf_counter()
     ops = ChunkOps.build(whole_graph_plan(g))
@@ -223,6 +227,13 @@ def run_case(name: str, spec: dict[str, Any], graph: gnnpipe.Graph, seed: int,
         Runner("gnnpipe", ours, lambda: ours(x, ops), model_optimizer(ours, tc), y, masks),
         Runner("pyg", twin, lambda: twin(x, edge_index), twin_opt, y, masks),
     ]
+    return runners, {"seed": seed, "initial_max_abs_diff": init_diff, "build_ops_s": build_ops_s,
+                     "pyg_adjacency": adjacency}
+
+
+def run_case(name: str, spec: dict[str, Any], graph: gnnpipe.Graph, seed: int,
+             adjacency: str = "csr") -> dict[str, Any]:
+    runners, out = build_runners(spec, graph, seed, adjacency)
     epochs, every = spec["epochs"], spec["eval_every"]
     torch.manual_seed(seed)
     for epoch in range(1, epochs + 1):
@@ -235,8 +246,6 @@ def run_case(name: str, spec: dict[str, Any], graph: gnnpipe.Graph, seed: int,
             print(f"  {name} seed {seed} epoch {epoch}: " + ", ".join(
                 f"{r.name} {r.epoch_times[-1]:.3f}s loss {r.losses[-1]:.4f}" for r in runners), flush=True)
 
-    out: dict[str, Any] = {"seed": seed, "initial_max_abs_diff": init_diff, "build_ops_s": build_ops_s,
-                           "pyg_adjacency": adjacency}
     for r in runners:
         timed = r.epoch_times[spec["warmup"]:]
         out[r.name] = {
