@@ -70,12 +70,12 @@ CASES: dict[str, dict[str, Any]] = {
     "gcn4-syn200k": dict(
         dataset="synthetic200k",
         model=dict(model="gcn", layers=4, hidden=128, dropout=0.5, input_proj=False, classifier=False),
-        train=dict(lr=0.01, weight_decay=5e-4), epochs=6, eval_every=6, warmup=1, seeds=[0]),
+        train=dict(lr=0.01, weight_decay=5e-4), epochs=6, eval_every=6, warmup=1, seeds=[0, 1, 2]),
     "gcnii32-syn200k": dict(
         dataset="synthetic200k",
         model=dict(model="gcnii", layers=32, hidden=100, dropout=0.5, alpha=0.1, lambda_=0.5),
         train=dict(lr=0.01, weight_decay=5e-4, layer_weight_decay=0.01), epochs=10, eval_every=5,
-        warmup=1, seeds=[0]),
+        warmup=1, seeds=[0, 1, 2]),
 }
 
 
@@ -268,7 +268,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     def mean(key: str, fw: str) -> float:
         return statistics.fmean(r[fw][key] for r in runs)
 
-    s = {f"{fw}_{k}": mean(k, fw) for fw in ("gnnpipe", "pyg") for k in ("test_acc", "median_epoch_time_s")}
+    s: dict[str, Any] = {"seeds": [r["seed"] for r in runs]}
+    s.update({f"{fw}_{k}": mean(k, fw) for fw in ("gnnpipe", "pyg") for k in ("test_acc", "median_epoch_time_s")})
+    for fw in ("gnnpipe", "pyg"):
+        accs = [r[fw]["test_acc"] for r in runs]
+        # Sample standard deviation over seeds; 0 for a single seed (no spread measured).
+        s[f"{fw}_test_acc_std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
+        s[f"{fw}_test_acc_range"] = [min(accs), max(accs)]
+    s["test_acc_diff_points_per_seed"] = [100 * (r["gnnpipe"]["test_acc"] - r["pyg"]["test_acc"]) for r in runs]
     s["epoch_time_ratio"] = s["gnnpipe_median_epoch_time_s"] / s["pyg_median_epoch_time_s"]
     s["test_acc_diff_points"] = 100 * (s["gnnpipe_test_acc"] - s["pyg_test_acc"])
     s["accuracy_within_1_point"] = abs(s["test_acc_diff_points"]) <= 1.0
@@ -311,10 +318,37 @@ def main(argv: list[str] | None = None) -> int:
 
     out_path = Path(args.out)
     previous = json.loads(out_path.read_text()) if out_path.exists() else {}
-    results: dict[str, Any] = dict(previous.get("cases", {}))
+    # Summaries are recomputed on load so that every case carries the current summary fields.
+    results: dict[str, Any] = {name: {**case, "summary": summarize(case["runs"])}
+                               for name, case in previous.get("cases", {}).items()}
+    # The commands that produced the runs kept in this file, oldest first.
+    commands: list[str] = list(previous.get("earlier_commands", []))
+    if "command" in previous:
+        commands.append(previous["command"])
+
+    def write_record() -> None:
+        record = {
+            "benchmark": "compare_pyg",
+            "machine": dict(machine_info("cpu"), torch_threads=torch.get_num_threads(),
+                            torch_geometric=torch_geometric.__version__,
+                            pyg_extensions={m: importlib.util.find_spec(m) is not None
+                                            for m in ("pyg_lib", "torch_scatter", "torch_sparse")}),
+            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+            "earlier_commands": commands,
+            "timing": "median over epochs after the warm-up ones of forward + backward + Adam step; "
+                      "evaluation excluded; the two frameworks alternate epoch by epoch",
+            "cases": results,
+        }
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(record, out_path)
+
     for extra in args.merge:
-        for name, case in json.loads(Path(extra).read_text())["cases"].items():
+        merged = json.loads(Path(extra).read_text())
+        commands.extend([*merged.get("earlier_commands", []), merged["command"]])
+        for name, case in merged["cases"].items():
             _fold(results, name, case)
+    if args.merge:
+        write_record()  # a merge with no case to run (--only with no names) still lands
     graphs: dict[str, gnnpipe.Graph] = {}
     for name in (list(CASES) if args.only is None else args.only):
         spec = CASES[name]
@@ -338,19 +372,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({s['test_acc_diff_points']:+.2f} points); epoch gnnpipe {s['gnnpipe_median_epoch_time_s']:.4f}s "
               f"pyg {s['pyg_median_epoch_time_s']:.4f}s (ratio {s['epoch_time_ratio']:.3f})", flush=True)
         # Write after every case: a long run keeps what it finished.
-        record = {
-            "benchmark": "compare_pyg",
-            "machine": dict(machine_info("cpu"), torch_threads=torch.get_num_threads(),
-                            torch_geometric=torch_geometric.__version__,
-                            pyg_extensions={m: importlib.util.find_spec(m) is not None
-                                            for m in ("pyg_lib", "torch_scatter", "torch_sparse")}),
-            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-            "timing": "median over epochs after the warm-up ones of forward + backward + Adam step; "
-                      "evaluation excluded; the two frameworks alternate epoch by epoch",
-            "cases": results,
-        }
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(record, out_path)
+        write_record()
     print(f"wrote {out_path}")
     return 0
 
