@@ -70,7 +70,7 @@ CASES: dict[str, dict[str, Any]] = {
     "gcn4-syn200k": dict(
         dataset="synthetic200k",
         model=dict(model="gcn", layers=4, hidden=128, dropout=0.5, input_proj=False, classifier=False),
-        train=dict(lr=0.01, weight_decay=5e-4), epochs=6, eval_every=6, warmup=1, seeds=[0, 1, 2]),
+        train=dict(lr=0.01, weight_decay=5e-4), epochs=40, eval_every=5, warmup=1, seeds=[0, 1, 2]),
     "gcnii32-syn200k": dict(
         dataset="synthetic200k",
         model=dict(model="gcnii", layers=32, hidden=100, dropout=0.5, alpha=0.1, lambda_=0.5),
