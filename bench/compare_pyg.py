@@ -321,26 +321,26 @@ def main(argv: list[str] | None = None) -> int:
     # Summaries are recomputed on load so that every case carries the current summary fields.
     results: dict[str, Any] = {name: {**case, "summary": summarize(case["runs"])}
                                for name, case in previous.get("cases", {}).items()}
-    # The commands that produced the runs kept in this file, oldest first.
+    # Every earlier command that wrote this file or a merged one, oldest first. A run one
+    # of them made may since have been replaced (same seed rerun, or changed settings).
     commands: list[str] = list(previous.get("earlier_commands", []))
     if "command" in previous:
         commands.append(previous["command"])
+    header = {
+        "benchmark": "compare_pyg",
+        "machine": dict(machine_info("cpu"), torch_threads=torch.get_num_threads(),
+                        torch_geometric=torch_geometric.__version__,
+                        pyg_extensions={m: importlib.util.find_spec(m) is not None
+                                        for m in ("pyg_lib", "torch_scatter", "torch_sparse")}),
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "earlier_commands": commands,
+        "timing": "median over epochs after the warm-up ones of forward + backward + Adam step; "
+                  "evaluation excluded; the two frameworks alternate epoch by epoch",
+    }
 
     def write_record() -> None:
-        record = {
-            "benchmark": "compare_pyg",
-            "machine": dict(machine_info("cpu"), torch_threads=torch.get_num_threads(),
-                            torch_geometric=torch_geometric.__version__,
-                            pyg_extensions={m: importlib.util.find_spec(m) is not None
-                                            for m in ("pyg_lib", "torch_scatter", "torch_sparse")}),
-            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-            "earlier_commands": commands,
-            "timing": "median over epochs after the warm-up ones of forward + backward + Adam step; "
-                      "evaluation excluded; the two frameworks alternate epoch by epoch",
-            "cases": results,
-        }
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(record, out_path)
+        write_json_atomic({**header, "cases": results}, out_path)
 
     for extra in args.merge:
         merged = json.loads(Path(extra).read_text())

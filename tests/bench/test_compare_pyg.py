@@ -11,6 +11,8 @@ different model.
 
 from __future__ import annotations
 
+import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -79,3 +81,37 @@ def test_twin_with_a_changed_weight_decay_diverges(graph):
     with torch.no_grad():
         gap = float((ours.forward() - twin.forward()).abs().max())
     assert gap > 1e-3
+
+
+def _fake_run(seed: int, ours: float, theirs: float) -> dict:
+    return {"seed": seed,
+            "gnnpipe": {"test_acc": ours, "median_epoch_time_s": 1.0},
+            "pyg": {"test_acc": theirs, "median_epoch_time_s": 2.0}}
+
+
+def test_merge_with_no_case_to_run_writes_the_folded_runs(tmp_path: Path) -> None:
+    """``--only --merge A B`` trains nothing but must still write A's and B's runs,
+    summarised together, into ``--out`` (it once wrote nothing)."""
+    settings = {"graph": "g", "row_normalize_features": False, "pyg_adjacency": "csr",
+                "model_config": {"model": "gcn"}, "train": {"lr": 0.01}}
+    files = []
+    for seed, ours, theirs in ((0, 0.80, 0.78), (1, 0.70, 0.74)):
+        f = tmp_path / f"seed{seed}.json"
+        f.write_text(json.dumps({"command": f"compare_pyg.py --seeds {seed}", "cases": {
+            "case": {**settings, "runs": [_fake_run(seed, ours, theirs)]}}}))
+        files.append(str(f))
+    out = tmp_path / "out.json"
+    assert compare_pyg.main(["--threads", "0", "--only", "--merge", *files, "--out", str(out)]) == 0
+
+    record = json.loads(out.read_text())
+    assert record["earlier_commands"] == ["compare_pyg.py --seeds 0", "compare_pyg.py --seeds 1"]
+    case = record["cases"]["case"]
+    assert [r["seed"] for r in case["runs"]] == [0, 1]
+    s = case["summary"]
+    assert s["seeds"] == [0, 1]
+    assert s["gnnpipe_test_acc"] == pytest.approx(0.75)
+    assert s["gnnpipe_test_acc_std"] == pytest.approx(statistics.stdev([0.80, 0.70]))
+    assert s["pyg_test_acc_range"] == pytest.approx([0.74, 0.78])
+    assert s["test_acc_diff_points_per_seed"] == pytest.approx([2.0, -4.0])
+    assert s["test_acc_diff_points"] == pytest.approx(-1.0)
+    assert s["epoch_time_ratio"] == pytest.approx(0.5)
