@@ -2,6 +2,7 @@
 
     python -m gnnpipe.data list
     python -m gnnpipe.data info cora --root /work/shared/datasets [--option split=3 ...]
+    python -m gnnpipe.data table     # the Markdown table of README.md's "Datasets" section
 
 Bad input (unknown name, missing file, malformed data) prints one line to stderr and
 exits with code 2.
@@ -40,6 +41,8 @@ def summary(graph: Any) -> dict[str, Any]:
         "undirected_edges": no_loops.num_edges // 2 if graph.is_symmetric() else None,
         "self_loops": graph.num_edges - no_loops.num_edges,
         "features": graph.num_features,
+        "feature_layout": "csr" if graph.sparse_features else "dense",
+        "feature_density": round(graph.feature_density, 6),
         "classes": graph.num_classes,
         "label_counts": torch.bincount(labels, minlength=graph.num_classes).tolist(),
         "unlabelled": int((graph.labels < 0).sum()),
@@ -49,11 +52,13 @@ def summary(graph: Any) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from gnnpipe.data import list_datasets, list_formats, load_dataset
+    from gnnpipe.data.registry import dataset_table_markdown
 
     ap = argparse.ArgumentParser(prog="python -m gnnpipe.data", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="print the dataset and format names")
+    sub.add_parser("table", help="print the README dataset table (Markdown), generated from the registry")
     info = sub.add_parser("info", help="load a dataset and print its statistics as JSON")
     info.add_argument("name")
     info.add_argument("--root", default=None, help="dataset root (default: $GNNPIPE_DATA_ROOT)")
@@ -64,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         print("datasets:", " ".join(list_datasets()))
         print("formats: ", " ".join(list_formats()))
+        return 0
+    if args.command == "table":
+        print(dataset_table_markdown(), end="")
         return 0
     try:
         graph = load_dataset(args.name, root=args.root, cache=not args.no_cache, **dict(args.option))

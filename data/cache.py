@@ -6,17 +6,16 @@ to minutes; reading the converted graph back is one file read. The cache lives u
 name, its options, the size and mtime of every source file and :data:`FORMAT_VERSION`,
 so editing a source file or changing gnnpipe's conversion invalidates it.
 
-File layout (little-endian)::
-
-    b"GNNPIPEG" | uint32 format version | uint64 header length | header JSON | payload
-
-The header lists every array's dtype, shape, offset and length in the payload, the
-payload length and a checksum (wrap-around sum of its 64-bit words). Reading
-memory-maps the file, so a cached load costs about one pass over its pages. A file whose
-magic, version, length or checksum does not match is *corrupt*: :func:`read_graph`
-raises :class:`DataError`, and :func:`cached_load` logs a warning and rebuilds it.
-Writes go to a temporary file in the same folder followed by :func:`os.replace`, so a
-crash never leaves a half-written entry under the final name.
+Files use the checksummed layout of :mod:`gnnpipe.data.container` (magic
+``GNNPIPEG``): the header lists the graph's name, ``num_classes`` and every array's
+dtype, shape, offset and length in the payload, and the feature layout: a dense
+``features`` array, or for sparse features (:class:`~gnnpipe.data.sparse.SparseFeatures`)
+only their CSR arrays, so a bag-of-words matrix costs its non-zeros, not N x F; the
+trailing SHA-256 covers header and payload. Reading memory-maps the file, so a cached load costs about one pass over its
+pages (the hash). A file whose magic, version or checksum does not match is *corrupt*:
+:func:`read_graph` raises :class:`DataError`, and :func:`cached_load` logs one warning and
+rebuilds it. Writes are atomic (:mod:`gnnpipe.atomic`); temporaries a killed writer left
+beside an entry are removed when the entry is next opened.
 """
 
 from __future__ import annotations
@@ -25,15 +24,16 @@ import hashlib
 import json
 import logging
 import os
-import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
 
-from gnnpipe.atomic import atomic_open
+from gnnpipe.atomic import remove_stale_temporaries
+from gnnpipe.data.container import read_container, write_container
 from gnnpipe.data.graph import Graph
+from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import DataError
 
 __all__ = ["FORMAT_VERSION", "cache_dir", "cache_key", "write_graph", "read_graph", "cached_load"]
@@ -41,9 +41,13 @@ __all__ = ["FORMAT_VERSION", "cache_dir", "cache_key", "write_graph", "read_grap
 logger = logging.getLogger(__name__)
 
 #: Bump whenever the binary layout or any loader's conversion changes.
-FORMAT_VERSION = 1
+#: 2: SHA-256 container (was a word sum over the payload); dtype checks and class-id
+#: compaction in every format.
+#: 3: sparse features stored as CSR arrays (``features_crow``, ``features_col``,
+#: ``features_values``, narrowed losslessly) with the header's ``features`` entry
+#: naming the layout.
+FORMAT_VERSION = 3
 _MAGIC = b"GNNPIPEG"
-_PREFIX = struct.Struct("<8sIQ")
 _ALIGN = 64
 
 
@@ -73,11 +77,41 @@ def cache_key(loader: str, options: dict[str, Any], sources: Iterable[str | Path
 
 
 # ------------------------------------------------------------------ binary form
+def _narrowest(values: np.ndarray, candidates: tuple[Any, ...]) -> np.ndarray:
+    """``values`` in the first dtype of ``candidates`` that holds every value exactly
+    (the last candidate is the fallback)."""
+    for dt in candidates[:-1]:
+        info = np.iinfo(dt)
+        if values.size == 0 or (values.min() >= info.min and values.max() <= info.max):
+            narrow = values.astype(dt)
+            if np.array_equal(narrow, values):
+                return narrow
+    return values.astype(candidates[-1], copy=False)
+
+
+def _feature_arrays(features: Any) -> dict[str, np.ndarray]:
+    """Dense: the [N, F] matrix; sparse: its CSR arrays (never N x F), each in the
+    narrowest dtype that holds it exactly: column ids uint16 when F <= 65536, and the
+    values of a bag-of-words matrix (small integer counts) uint8 or uint16. Reading
+    widens them back (int64 ids, float32 values), so the round trip is exact."""
+    if isinstance(features, SparseFeatures):
+        f = features.cpu()
+        values = f.values.contiguous().numpy()
+        with np.errstate(invalid="ignore"):
+            integral = bool(values.size) and bool(np.all(np.floor(values) == values))
+        return {
+            "features_crow": f.crow.numpy(),
+            "features_col": _narrowest(f.col.numpy(), (np.uint16, np.int32, np.int64)),
+            "features_values": _narrowest(values, (np.uint8, np.uint16, values.dtype)) if integral else values,
+        }
+    return {"features": features.contiguous().numpy()}
+
+
 def _graph_arrays(graph: Graph) -> dict[str, np.ndarray]:
     return {
         "indptr": graph.indptr.numpy(),
         "indices": graph.indices.numpy(),
-        "features": graph.features.contiguous().numpy(),
+        **_feature_arrays(graph.features),
         "labels": graph.labels.numpy(),
         "train_mask": graph.train_mask.numpy().view(np.uint8),
         "val_mask": graph.val_mask.numpy().view(np.uint8),
@@ -85,101 +119,53 @@ def _graph_arrays(graph: Graph) -> dict[str, np.ndarray]:
     }
 
 
-def _word_sum(buf: Any) -> int:
-    """Wrap-around sum of the 64-bit words of ``buf`` (length a multiple of 8).
-
-    Memory-bandwidth fast, unlike CRC-32 on hundreds of MB; it detects truncation and
-    any change that alters the sum (the writes are atomic, so this guards against
-    damage on disk, not against an adversary)."""
-    words = np.frombuffer(buf, dtype="<u8")
-    return int(np.add.reduce(words, dtype=np.uint64)) if words.size else 0
-
-
 def write_graph(graph: Graph, path: str | Path) -> None:
-    """Write ``graph`` to ``path`` atomically (temp file in the same folder + os.replace)."""
-    path = Path(path)
-    arrays = _graph_arrays(graph)
+    """Write ``graph`` to ``path`` atomically; every array 64-byte aligned, none copied."""
     fields: dict[str, Any] = {}
+    chunks: list[Any] = []
     offset = 0
-    for key, arr in arrays.items():
+    for key, arr in _graph_arrays(graph).items():
         arr = np.ascontiguousarray(arr)
-        arrays[key] = arr
+        pad = -arr.nbytes % _ALIGN
         fields[key] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset, "nbytes": arr.nbytes}
-        offset += -(-arr.nbytes // _ALIGN) * _ALIGN
-    payload_len = offset
-    checksum = 0
-    for arr in arrays.values():
-        checksum = (checksum + _array_word_sum(arr)) % (1 << 64)
-    header = {
-        "name": graph.name,
-        "num_classes": int(graph.num_classes),
-        "fields": fields,
-        "payload_nbytes": payload_len,
-        "checksum": checksum,
-    }
-    hbytes = json.dumps(header, sort_keys=True).encode()
-    with atomic_open(path, "wb") as f:
-        f.write(_PREFIX.pack(_MAGIC, FORMAT_VERSION, len(hbytes)))
-        f.write(hbytes)
-        for arr in arrays.values():
-            f.write(arr.reshape(-1).view(np.uint8).data)  # no copy of large arrays
-            f.write(b"\0" * (-arr.nbytes % _ALIGN))
-
-
-def _array_word_sum(arr: np.ndarray) -> int:
-    """:func:`_word_sum` of the array's bytes zero-padded to a multiple of 8, without a copy."""
-    raw = arr.reshape(-1).view(np.uint8)
-    whole = raw.size - raw.size % 8
-    total = _word_sum(raw[:whole])
-    if whole < raw.size:
-        tail = np.zeros(8, dtype=np.uint8)
-        tail[: raw.size - whole] = raw[whole:]
-        total += _word_sum(tail)
-    return total % (1 << 64)
+        chunks += [arr.reshape(-1).view(np.uint8), b"\0" * pad]
+        offset += arr.nbytes + pad
+    feats = graph.features
+    layout = {"layout": "csr" if isinstance(feats, SparseFeatures) else "dense", "shape": list(feats.shape)}
+    header = {"name": graph.name, "num_classes": int(graph.num_classes), "fields": fields, "payload_nbytes": offset,
+              "features": layout}
+    write_container(path, _MAGIC, FORMAT_VERSION, header, chunks)
 
 
 def read_graph(path: str | Path) -> Graph:
     """Read a graph written by :func:`write_graph`; a damaged file raises DataError.
 
-    The file is memory-mapped copy-on-write: the arrays are views of the mapping (file
-    pages, no copy), writable by the caller without ever changing the file. Mapped file
-    pages are much cheaper than freshly allocated memory for a large feature matrix.
+    The arrays are views of a copy-on-write memory map (file pages, no copy), writable
+    by the caller without ever changing the file. Mapped file pages are much cheaper
+    than freshly allocated memory for a large feature matrix.
     """
-    path = Path(path)
     src = str(path)
+    header, payload = read_container(path, _MAGIC, FORMAT_VERSION)
     try:
-        size = path.stat().st_size
-        if size < _PREFIX.size:
-            raise DataError(f"{src}: expected a gnnpipe graph file, found only {size} bytes (truncated)")
-        mm = np.memmap(path, dtype=np.uint8, mode="c", shape=(size,))
-    except OSError as exc:
-        raise DataError(f"{src}: expected a gnnpipe graph file, found an unreadable file ({exc})") from None
-    magic, version, hlen = _PREFIX.unpack_from(mm[:_PREFIX.size].tobytes(), 0)
-    if magic != _MAGIC:
-        raise DataError(f"{src}: expected a gnnpipe graph file (magic {_MAGIC!r}), found magic {bytes(magic)!r}")
-    if version != FORMAT_VERSION:
-        raise DataError(f"{src}: expected graph format version {FORMAT_VERSION}, found version {version}")
-    try:
-        start = _PREFIX.size + hlen
-        if start > size:
-            raise DataError(f"{src}: expected a header of {hlen} bytes, found the file ends first (truncated)")
-        header = json.loads(mm[_PREFIX.size:start].tobytes())
-        payload = mm[start:]
         if payload.size != int(header["payload_nbytes"]):
-            raise DataError(
-                f"{src}: expected a payload of {header['payload_nbytes']} bytes, found {payload.size} (truncated)"
-            )
-        if _word_sum(payload) != int(header["checksum"]):
-            raise DataError(f"{src}: payload checksum mismatch (corrupt file)")
+            raise DataError(f"{src}: expected a payload of {header['payload_nbytes']} bytes, found {payload.size}")
         arrs: dict[str, torch.Tensor] = {}
         for key, fd in header["fields"].items():
             off, nbytes = int(fd["offset"]), int(fd["nbytes"])
             a = payload[off:off + nbytes].view(np.dtype(fd["dtype"])).reshape(fd["shape"])
             arrs[key] = torch.from_numpy(np.asarray(a))
-        graph = Graph(
+        layout = header["features"]
+        if layout["layout"] == "csr":
+            features: Any = SparseFeatures(arrs["features_crow"], arrs["features_col"].to(torch.int64),
+                                           arrs["features_values"].to(torch.float32), layout["shape"])
+        elif layout["layout"] == "dense":
+            features = arrs["features"]
+        else:
+            raise DataError(f"{src}: expected the feature layout 'csr' or 'dense', found {layout['layout']!r}")
+        return Graph(
             indptr=arrs["indptr"],
             indices=arrs["indices"],
-            features=arrs["features"],
+            features=features,
             labels=arrs["labels"],
             train_mask=arrs["train_mask"].view(torch.bool),
             val_mask=arrs["val_mask"].view(torch.bool),
@@ -189,9 +175,9 @@ def read_graph(path: str | Path) -> Graph:
         )
     except DataError:
         raise
-    except Exception as exc:  # malformed header JSON, missing keys, bad shapes
-        raise DataError(f"{src}: expected a gnnpipe graph file, found a corrupt header ({type(exc).__name__}: {exc})") from None
-    return graph
+    except Exception as exc:  # a header of another shape (missing keys, bad shapes)
+        raise DataError(f"{src}: expected a gnnpipe graph header, found a corrupt one "
+                        f"({type(exc).__name__}: {exc})") from None
 
 
 # ------------------------------------------------------------------ the cache
@@ -215,10 +201,11 @@ def cached_load(
     key = cache_key(loader, options, sources)
     safe_loader = "".join(c if c.isalnum() or c in "-_" else "_" for c in loader)
     path = cache_dir() / f"{safe_loader}-{key[:24]}.graph"
+    remove_stale_temporaries(path)
     if path.exists():
         try:
-            # No re-validation: the entry was written from a validated graph and its CRC
-            # matches, so it is byte for byte that graph.
+            # No re-validation: the entry was written from a validated graph and its
+            # SHA-256 matches, so it is byte for byte that graph.
             graph = read_graph(path)
             logger.info("cache hit for %s: %s", loader, path)
             return graph

@@ -7,6 +7,12 @@ sparse-dense product. Ids are ``global_nid`` in ``[0, N)``.
 
 Labels are ``-1`` for a vertex that has no label (CiteSeer's isolated test-range
 vertices, for example); such a vertex may not be in any mask.
+
+``features`` is either a dense float32 tensor or a
+:class:`~gnnpipe.data.sparse.SparseFeatures` (CSR) for bag-of-words features that are
+mostly zeros; both have ``shape``, row selection, ``to(device, dtype)`` and
+``to_dense()``. The constructors keep the layout they are given (a scipy or torch
+sparse matrix becomes a SparseFeatures); :meth:`Graph.with_feature_layout` converts.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnpipe.data.sparse import DEFAULT_SPARSE_THRESHOLD, SparseFeatures, choose_layout, sparse_of
 from gnnpipe.errors import DataError
 
 __all__ = ["Graph"]
@@ -54,13 +61,13 @@ class Graph:
 
     Shapes:
         indptr: int64 [N + 1]; indices: int64 [E] (sources of the in-edges of each row,
-        sorted within a row); features: float32 [N, F]; labels: int64 [N] (-1 = none);
-        train_mask / val_mask / test_mask: bool [N].
+        sorted within a row); features: float32 [N, F], dense or a SparseFeatures (CSR);
+        labels: int64 [N] (-1 = none); train_mask / val_mask / test_mask: bool [N].
     """
 
     indptr: torch.Tensor
     indices: torch.Tensor
-    features: torch.Tensor
+    features: "torch.Tensor | SparseFeatures"
     labels: torch.Tensor
     train_mask: torch.Tensor
     val_mask: torch.Tensor
@@ -80,6 +87,32 @@ class Graph:
     @property
     def num_features(self) -> int:
         return int(self.features.shape[1])
+
+    @property
+    def sparse_features(self) -> bool:
+        """True when ``features`` is a :class:`SparseFeatures` (CSR)."""
+        return isinstance(self.features, SparseFeatures)
+
+    @property
+    def feature_density(self) -> float:
+        """Non-zero fraction of the feature matrix (for dense features: counted)."""
+        f = self.features
+        if isinstance(f, SparseFeatures):
+            return f.density
+        return float((f != 0).sum()) / f.numel() if f.numel() else 0.0
+
+    def with_feature_layout(self, sparse: bool | str = "auto",
+                            threshold: float = DEFAULT_SPARSE_THRESHOLD) -> "Graph":
+        """The graph with its features sparse (``True``), dense (``False``) or sparse
+        when their non-zero fraction is at most ``threshold`` (``"auto"``). Returns
+        ``self`` when the layout is already the requested one.
+
+        Shapes: features [N, F] -> [N, F] (same values)."""
+        try:
+            feats = choose_layout(self.features, sparse, threshold)
+        except ValueError as exc:
+            raise DataError(f"{self.name}: {exc}") from None
+        return self if feats is self.features else self.replace(features=feats)
 
     @property
     def in_degree(self) -> torch.Tensor:
@@ -109,19 +142,6 @@ class Graph:
             val_mask=_as_mask(val_mask, n, "val", self.name),
             test_mask=_as_mask(test_mask, n, "test", self.name),
         )
-
-    def save(self, path: Any) -> None:
-        """Write the graph in gnnpipe's checksummed binary form (atomic replace)."""
-        from gnnpipe.data.cache import write_graph
-
-        write_graph(self, path)
-
-    @classmethod
-    def load(cls, path: Any) -> "Graph":
-        """Read a graph written by :meth:`save`; a truncated or corrupt file raises DataError."""
-        from gnnpipe.data.cache import read_graph
-
-        return read_graph(path)
 
     def __repr__(self) -> str:
         return (
@@ -173,15 +193,26 @@ class Graph:
                 if bool((dec & ~row_start[1:]).any()):
                     raise DataError(f"{name}: indices must be sorted within each CSR row")
         f = self.features
+        if not isinstance(f, (torch.Tensor, SparseFeatures)) or (isinstance(f, torch.Tensor)
+                                                                 and f.layout != torch.strided):
+            raise DataError(f"{name}: features must be a dense tensor or a SparseFeatures, found "
+                            f"{type(f).__name__}{'' if not isinstance(f, torch.Tensor) else ' ' + str(f.layout)}")
         if f.dim() != 2 or f.shape[0] != n:
             raise DataError(
                 f"{name}: features must have shape [N={n}, F], found {tuple(f.shape)}"
             )
         if f.dtype != torch.float32:
             raise DataError(f"{name}: features must be float32, found {f.dtype}")
+        if isinstance(f, SparseFeatures):
+            problem = f.check()
+            if problem is not None:
+                raise DataError(f"{name}: sparse features must be a canonical CSR: expected {problem}")
+            if not f.all_finite():
+                bad = int(torch.unique(f.row_index()[~torch.isfinite(f.values)]).numel())
+                raise DataError(f"{name}: features must be finite, found NaN or Inf in {bad} rows")
         # Fast path: a finite sum implies finite entries; only a non-finite sum (NaN/Inf, or
         # an overflow of large finite values) pays for the element-wise check.
-        if f.numel() and not bool(torch.isfinite(f.sum())) and not bool(torch.isfinite(f).all()):
+        elif f.numel() and not bool(torch.isfinite(f.sum())) and not bool(torch.isfinite(f).all()):
             bad = int((~torch.isfinite(f)).any(dim=1).sum())
             raise DataError(f"{name}: features must be finite, found NaN or Inf in {bad} rows")
         y = self.labels
@@ -232,12 +263,18 @@ class Graph:
     ) -> "Graph":
         """Build from a [2, E] (source, destination) edge list; duplicates are kept.
 
-        Shapes: edge_index [2, E]; features [N, F]; labels [N].
+        Shapes: edge_index [2, E] (integer ids: float ids are refused, never truncated);
+        features [N, F]; labels [N].
         """
-        ei = _as_long(edge_index)
+        ei = torch.as_tensor(np.asarray(edge_index) if not isinstance(edge_index, torch.Tensor) else edge_index)
+        if ei.dtype.is_floating_point or ei.dtype.is_complex or ei.dtype == torch.bool:
+            raise DataError(f"{name}: edge_index must hold integer ids, found dtype {ei.dtype}")
+        ei = ei.to(torch.int64).contiguous()
         if ei.dim() != 2 or ei.shape[0] != 2:
             raise DataError(f"{name}: edge_index must have shape [2, E], found {tuple(ei.shape)}")
-        feats = torch.as_tensor(np.asarray(features) if not isinstance(features, torch.Tensor) else features)
+        feats = sparse_of(features)
+        if feats is None:
+            feats = torch.as_tensor(np.asarray(features) if not isinstance(features, torch.Tensor) else features)
         n = int(num_nodes) if num_nodes is not None else int(feats.shape[0])
         if ei.numel():
             lo, hi = int(ei.min()), int(ei.max())
@@ -277,13 +314,14 @@ class Graph:
         m.sort_indices()
         indptr = torch.from_numpy(m.indptr.astype(np.int64))
         indices = torch.from_numpy(m.indices.astype(np.int64))
-        feats = features.toarray() if sp.issparse(features) else features
-        return cls._assemble(indptr, indices, feats, labels, train_mask, val_mask, test_mask, num_classes, name)
+        return cls._assemble(indptr, indices, features, labels, train_mask, val_mask, test_mask, num_classes, name)
 
     @classmethod
     def _assemble(cls, indptr, indices, features, labels, train_mask, val_mask, test_mask, num_classes, name) -> "Graph":
-        feats = torch.as_tensor(np.asarray(features) if not isinstance(features, torch.Tensor) else features)
-        feats = feats.to(torch.float32).contiguous()
+        feats = sparse_of(features)  # a sparse matrix stays sparse (float32)
+        if feats is None:
+            feats = torch.as_tensor(np.asarray(features) if not isinstance(features, torch.Tensor) else features)
+            feats = feats.to(torch.float32).contiguous()
         n = int(indptr.numel() - 1)
         if feats.dim() != 2 or feats.shape[0] != n:
             raise DataError(f"{name}: features must have shape [N={n}, F], found {tuple(feats.shape)}")
@@ -315,11 +353,12 @@ class Graph:
         return sp.csr_matrix((data, self.indices.numpy(), self.indptr.numpy()), shape=(n, n))
 
     def to_pyg(self):
-        """A ``torch_geometric.data.Data`` (edge_index rows = source, target)."""
+        """A ``torch_geometric.data.Data`` (edge_index rows = source, target); sparse
+        features are densified (PyG layers take dense ``x``)."""
         from torch_geometric.data import Data  # optional dependency
 
         return Data(
-            x=self.features,
+            x=self.features.to_dense() if self.sparse_features else self.features,
             edge_index=self.edge_index(),
             y=self.labels,
             train_mask=self.train_mask,
@@ -401,8 +440,11 @@ class Graph:
 
     def row_normalize_features(self) -> "Graph":
         """Features scaled so that every row sums to 1; all-zero rows stay zero. This is
-        Kipf & Welling's (and GCNII's) preprocessing of bag-of-words features."""
+        Kipf & Welling's (and GCNII's) preprocessing of bag-of-words features. Sparse
+        features stay sparse (same pattern, scaled values)."""
         x = self.features
+        if isinstance(x, SparseFeatures):
+            return self.replace(features=x.row_normalize())
         s = x.sum(dim=1, keepdim=True)
         return self.replace(features=torch.where(s > 0, x / s.clamp_min(1e-12), x).contiguous())
 

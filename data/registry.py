@@ -1,51 +1,21 @@
 """Dataset registry: ``load_dataset(name, root=None, **options)`` and ``list_datasets()``.
 
 ``root`` (default ``$GNNPIPE_DATA_ROOT``) is a folder laid out like the shared dataset
-collection; each name reads the path below, relative to ``root``. Converted graphs (and
-synthetic graphs, keyed by their options) are cached (:mod:`gnnpipe.data.cache`); pass
-``cache=False`` to bypass the cache.
+collection; each name reads the path its :class:`DatasetSpec` gives, relative to
+``root``. The table of names, files, formats and splits is README.md's "Datasets"
+section, generated from :data:`DATASETS` by :func:`dataset_table_markdown`
+(``python -m gnnpipe.data table``). Graphs are returned symmetrised
+(``symmetrize=False`` keeps the file's direction).
 
-Named datasets (graphs are returned symmetrised; ``symmetrize=False`` keeps the file's
-direction):
-
-====================  ==================================================  ================  =====================
-name                  file(s) under root                                  format            split
-====================  ==================================================  ================  =====================
-cora                  planetoid/ind.cora.*                                Planetoid         public 140/500/1000
-citeseer              planetoid/ind.citeseer.*                            Planetoid         public 120/500/1000
-pubmed                planetoid/ind.pubmed.* or planetoid-pubmed-partial/ Planetoid         public 60/500/1000
-gnnbench-cora         gnn-benchmark/cora.npz                              SparseGraph npz   seeded per class
-gnnbench-citeseer     gnn-benchmark/citeseer.npz                          SparseGraph npz   seeded per class
-cora_ml               ppnp/cora_ml.npz                                    SparseGraph npz   seeded per class
-graphdata-cora_ml     graphdata/cora_ml.npz                               GraphData npz     seeded per class
-amazon_photo          graphdata/amazon_photo.npz                          GraphData npz     seeded per class
-coauthor_cs           graphdata/coauthor_cs.npz                           GraphData npz     seeded per class
-citeseer_full         graphdata/citeseer_full.npz                         GraphData npz     seeded per class
-dblp                  graphdata/dblp.npz                                  GraphData npz     seeded per class
-acm                   graphdata/acm.npz                                   GraphData npz     seeded per class
-uai                   graphdata/uai.npz                                   GraphData npz     seeded per class
-blogcatalog           graphdata/blogcatalog.npz                           GraphData npz     seeded per class
-flickr_lane           graphdata/flickr.npz (7,575-vertex LANE Flickr)     GraphData npz     seeded per class
-minesweeper           heterophilous/minesweeper.npz                       heterophilous     10 fixed (split=k)
-tolokers              heterophilous/tolokers.npz                          heterophilous     10 fixed (split=k)
-actor                 heterophilous/actor.npz                             heterophilous     10 fixed (split=k)
-cornell               heterophilous/cornell.npz                           heterophilous     10 fixed (split=k)
-texas                 heterophilous/texas.npz                             heterophilous     10 fixed (split=k)
-wisconsin             heterophilous/wisconsin.npz                         heterophilous     10 fixed (split=k)
-geom-cornell          geom-gcn/new_data/cornell/ (+ geom-gcn/splits/)     Geom-GCN text     10 fixed (split=k)
-geom-texas            geom-gcn/new_data/texas/                            Geom-GCN text     10 fixed (split=k)
-geom-wisconsin        geom-gcn/new_data/wisconsin/                        Geom-GCN text     10 fixed (split=k)
-geom-film             geom-gcn/new_data/film/                             Geom-GCN text     10 fixed (split=k)
-facebook              musae/facebook_{edges.csv,.json,target.csv}         MUSAE             seeded per class
-twitch_de             musae/DE_*                                          MUSAE             seeded per class
-twitch_engb           musae/ENGB_*                                        MUSAE             seeded per class
-linqs-cora            linqs/cora.tgz                                      LINQS tgz         seeded per class
-linqs-citeseer        linqs/citeseer.tgz                                  LINQS tgz         seeded per class
-polblogs              nettack/polblogs.npz (identity features)            SparseGraph npz   seeded per class
-ogbn-arxiv            ogbn_arxiv/ (raw/, split/time/)                     OGB               split/time
-ogbn-products         ogbn_products/ (raw/, split/sales_ranking/)         OGB               split/sales_ranking
-synthetic             (generated, no root)                                contextual SBM    random fractions
-====================  ==================================================  ================  =====================
+Options: every name takes ``cache`` (False bypasses the converted-graph cache,
+:mod:`gnnpipe.data.cache`), ``normalize_features`` (row-normalise after loading; the
+cache keeps the file's own values), ``sparse_features`` (``"auto"`` (default): features
+with at most ``sparse_threshold`` (default 0.1) non-zero are a CSR
+:class:`~gnnpipe.data.sparse.SparseFeatures`, others dense; ``True``/``False`` force
+sparse/dense) and ``sparse_threshold``; each format takes the options its
+:class:`~gnnpipe.data.formats.Format` lists. An option name the format does not take, or
+a required one left out, is a :class:`ConfigError`; a value of the wrong type or range
+is a :class:`DataError` naming the option (:class:`~gnnpipe.data.options.LoadOptions`).
 
 ``cora``/``citeseer``/``pubmed`` also take ``split=k`` (0..9): the Geom-GCN 60/20/20
 split from ``geom-gcn/splits/`` (unlabelled vertices dropped from its masks).
@@ -55,16 +25,9 @@ is byte-identical to Texas upstream; prefer ``cornell`` (heterophilous version).
 ``pubmed`` refuses with a DataError naming the missing ``ind.pubmed.allx`` when that file
 is absent; ``structure_only=True`` loads its graph, labels and split with features [N, 0].
 
-Users' own data: the format names ``planetoid`` (option ``name=``), ``sparsegraph``,
-``graphdata``, ``heterophilous``, ``geom-gcn`` (option ``splits_dir=``), ``musae``
-(option ``prefix=``), ``linqs`` and ``ogb`` take ``root`` as the file or folder itself,
-e.g. ``load_dataset("ogb", root="/data/ogbn_arxiv")``; :func:`load_path` guesses the
-format from the path.
-
-The cache lives in ``$GNNPIPE_CACHE_DIR`` (default ``~/.cache/gnnpipe``); entries hold
-dense features, so a bag-of-words dataset's entry is N x F x 4 bytes (Coauthor CS:
-500 MB). ``python -m gnnpipe.data list`` / ``info NAME --root DIR`` prints the names or
-one dataset's statistics.
+Users' own data: the format names (:func:`list_formats`) take ``root`` as the file or
+folder itself, e.g. ``load_dataset("ogb", root="/data/ogbn_arxiv")``; :func:`load_path`
+guesses the format from the path.
 """
 
 from __future__ import annotations
@@ -72,56 +35,74 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gnnpipe.data.cache import cached_load
+from gnnpipe.data.formats import FORMATS, Format
+from gnnpipe.data.formats.ogb import OGB_META, ogb_dir
 from gnnpipe.data.graph import Graph
-from gnnpipe.data.loaders import FORMATS, ogb_dir
+from gnnpipe.data.options import UNIVERSAL_OPTIONS, LoadOptions
 from gnnpipe.data.synthetic import GENERATOR_VERSION, synthetic_graph
 from gnnpipe.errors import ConfigError, DataError
 
-__all__ = ["load_dataset", "list_datasets", "list_formats", "load_path", "DatasetSpec", "DATASETS"]
+__all__ = ["load_dataset", "load_from_config", "list_datasets", "list_formats", "load_path",
+           "dataset_table_markdown", "DatasetSpec", "DATASETS"]
 
 logger = logging.getLogger(__name__)
+
+_GEOM_SPLITS = "geom-gcn/splits"
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A named dataset: the format that reads it, its path under root and fixed options."""
+    """A named dataset: the format that reads it, its path under root and fixed options.
+
+    ``files``, ``note`` and ``split`` are what the README table shows (empty ``files``:
+    the path; empty ``split``: the format's own description).
+    """
 
     name: str
     format: str
     path: str
     options: dict[str, Any] = field(default_factory=dict)
+    files: str = ""
+    note: str = ""
+    split: str = ""
 
 
 def _specs() -> dict[str, DatasetSpec]:
-    s: list[DatasetSpec] = [
-        DatasetSpec("cora", "planetoid", "planetoid", {"name": "cora", "splits_dir": "geom-gcn/splits"}),
-        DatasetSpec("citeseer", "planetoid", "planetoid", {"name": "citeseer", "splits_dir": "geom-gcn/splits"}),
-        DatasetSpec("pubmed", "planetoid", "planetoid", {"name": "pubmed", "splits_dir": "geom-gcn/splits"}),
-        DatasetSpec("gnnbench-cora", "sparsegraph", "gnn-benchmark/cora.npz"),
-        DatasetSpec("gnnbench-citeseer", "sparsegraph", "gnn-benchmark/citeseer.npz"),
-        DatasetSpec("cora_ml", "sparsegraph", "ppnp/cora_ml.npz"),
-        DatasetSpec("polblogs", "sparsegraph", "nettack/polblogs.npz"),
-        DatasetSpec("graphdata-cora_ml", "graphdata", "graphdata/cora_ml.npz"),
-        DatasetSpec("flickr_lane", "graphdata", "graphdata/flickr.npz"),
-        DatasetSpec("linqs-cora", "linqs", "linqs/cora.tgz"),
-        DatasetSpec("linqs-citeseer", "linqs", "linqs/citeseer.tgz"),
-        DatasetSpec("facebook", "musae", "musae", {"prefix": "facebook"}),
-        DatasetSpec("twitch_de", "musae", "musae", {"prefix": "DE"}),
-        DatasetSpec("twitch_engb", "musae", "musae", {"prefix": "ENGB"}),
-    ]
+    s: list[DatasetSpec] = []
+    for n, sizes in (("cora", "140/500/1000"), ("citeseer", "120/500/1000"), ("pubmed", "60/500/1000")):
+        s.append(DatasetSpec(n, "planetoid", "planetoid", {"name": n, "splits_dir": _GEOM_SPLITS},
+                             files=f"planetoid/ind.{n}.*", split=f"public {sizes} (or split=k)",
+                             note="or `planetoid-pubmed-partial/`" if n == "pubmed" else ""))
+    for n, path in (("gnnbench-cora", "gnn-benchmark/cora.npz"), ("gnnbench-citeseer", "gnn-benchmark/citeseer.npz"),
+                    ("cora_ml", "ppnp/cora_ml.npz")):
+        s.append(DatasetSpec(n, "sparsegraph", path))
+    s.append(DatasetSpec("graphdata-cora_ml", "graphdata", "graphdata/cora_ml.npz"))
     for n in ("amazon_photo", "coauthor_cs", "citeseer_full", "dblp", "acm", "uai", "blogcatalog"):
         s.append(DatasetSpec(n, "graphdata", f"graphdata/{n}.npz"))
+    s.append(DatasetSpec("flickr_lane", "graphdata", "graphdata/flickr.npz", note="(7,575-vertex LANE Flickr)"))
     for n in ("minesweeper", "tolokers", "actor", "cornell", "texas", "wisconsin"):
         s.append(DatasetSpec(n, "heterophilous", f"heterophilous/{n}.npz"))
     for n in ("cornell", "texas", "wisconsin", "film"):
-        s.append(DatasetSpec(f"geom-{n}", "geom-gcn", f"geom-gcn/new_data/{n}", {"name": n, "splits_dir": "geom-gcn/splits"}))
+        s.append(DatasetSpec(f"geom-{n}", "geom-gcn", f"geom-gcn/new_data/{n}", {"name": n, "splits_dir": _GEOM_SPLITS},
+                             files=f"geom-gcn/new_data/{n}/", note=f"(+ `{_GEOM_SPLITS}/`)",
+                             split="10 fixed (split=k)"))
+    for n, prefix in (("facebook", "facebook"), ("twitch_de", "DE"), ("twitch_engb", "ENGB")):
+        s.append(DatasetSpec(n, "musae", "musae", {"prefix": prefix},
+                             files=f"musae/{prefix}_edges.csv, {prefix}.json, {prefix}_target.csv"))
+    for n in ("cora", "citeseer"):
+        s.append(DatasetSpec(f"linqs-{n}", "linqs", f"linqs/{n}.tgz"))
+    s.append(DatasetSpec("polblogs", "sparsegraph", "nettack/polblogs.npz", note="(identity features)"))
     for n in ("ogbn-arxiv", "ogbn-products"):
-        s.append(DatasetSpec(n, "ogb", str(ogb_dir("", n)), {"name": n}))
+        kind = OGB_META[n][0]
+        folder = str(ogb_dir("", n))
+        s.append(DatasetSpec(n, "ogb", folder, {"name": n}, files=f"{folder}/", note=f"(`raw/`, `split/{kind}/`)",
+                             split=f"split/{kind}"))
     return {d.name: d for d in s}
 
 
@@ -141,6 +122,19 @@ def list_formats() -> list[str]:
     return sorted(FORMATS)
 
 
+def dataset_table_markdown() -> str:
+    """The Markdown table of README.md's "Datasets" section: one row per name of
+    :func:`list_datasets`, in registry order, ``synthetic`` last. README's copy is
+    checked against it by tests/data/test_readme_table.py."""
+    rows = ["| name | file(s) under root | format | split |", "| --- | --- | --- | --- |"]
+    for spec in DATASETS.values():
+        fmt = FORMATS[spec.format]
+        files = f"`{spec.files or spec.path}`" + (f" {spec.note}" if spec.note else "")
+        rows.append(f"| `{spec.name}` | {files} | {fmt.title} | {spec.split or fmt.split} |")
+    rows.append("| `synthetic` | (generated, no root) | contextual SBM | random fractions |")
+    return "\n".join(rows) + "\n"
+
+
 def _default_root(root: str | os.PathLike | None) -> Path:
     if root is None:
         env = os.environ.get("GNNPIPE_DATA_ROOT")
@@ -153,77 +147,99 @@ def _default_root(root: str | os.PathLike | None) -> Path:
     return path
 
 
-def _check_options(fmt: str, fn: Any, options: dict[str, Any], fixed: dict[str, Any]) -> None:
-    params = inspect.signature(fn).parameters
-    allowed = {k for k, p in params.items() if p.kind == p.KEYWORD_ONLY} - set(fixed)
+def _options(fmt: Format, options: dict[str, Any], fixed: dict[str, Any]) -> LoadOptions:
+    """The validated options of one load: names checked against the format (ConfigError),
+    values by :class:`LoadOptions` (DataError)."""
+    allowed = (fmt.accepts | UNIVERSAL_OPTIONS) - set(fixed)
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise ConfigError(f"options: format {fmt!r} accepts {sorted(allowed)}, found unknown {unknown}")
+        raise ConfigError(f"options: format {fmt.name!r} accepts {sorted(allowed)}, found unknown {unknown}")
+    merged = {**fixed, **options}
+    missing = sorted(k for k in fmt.required if merged.get(k) is None)
+    if missing:
+        raise ConfigError(f"options: format {fmt.name!r} requires {missing}, found them not given")
+    return LoadOptions(**merged)
 
 
-def _load_format(fmt: str, path: Path, options: dict[str, Any], *, fixed: dict[str, Any], cache: bool,
-                 cache_name: str) -> Graph:
-    f = FORMATS[fmt]
-    _check_options(fmt, f.load, options, fixed)
-    kwargs = {**fixed, **options}
+def _load_format(fmt: Format, path: Path, opts: LoadOptions, cache_name: str) -> Graph:
     if not path.exists():
-        raise DataError(f"{path}: expected the {fmt} data ({f.doc}), found no such path")
-    sources = f.files(path, **kwargs)
+        raise DataError(f"{path}: expected the {fmt.name} data ({fmt.doc}), found no such path")
+    sources = fmt.files(path, opts)
     for s in sources:
         if not s.exists():
-            raise DataError(f"{s}: expected the {fmt} file {s.name}, found it missing")
-    key_opts = {k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()}
-    return cached_load(f"{cache_name}", key_opts, sources, lambda: f.load(path, **kwargs), use_cache=cache)
+            raise DataError(f"{s}: expected the {fmt.name} file {s.name}, found it missing")
+    return cached_load(cache_name, opts.key(fmt.accepts), sources, lambda: fmt.load(path, opts),
+                       use_cache=opts.cache)
+
+
+def _load_synthetic(options: dict[str, Any], use_cache: bool) -> Graph:
+    sig = _SYNTHETIC_SIGNATURE
+    try:
+        bound = sig.bind(**options)
+    except TypeError:
+        raise ConfigError(f"options: synthetic accepts {sorted(sig.parameters)}, found {sorted(options)}") from None
+    bound.apply_defaults()
+    # Keyed by every resolved option and the generator's version (no source files).
+    key_opts = {**bound.arguments, "generator_version": GENERATOR_VERSION}
+    return cached_load("synthetic", key_opts, [], lambda: synthetic_graph(**options), use_cache=use_cache)
 
 
 def load_dataset(name: str, /, root: str | os.PathLike | None = None, **options: Any) -> Graph:
-    """Load a named dataset (see the module table) or a format from an explicit path.
+    """Load a named dataset (see :func:`dataset_table_markdown`) or a format from an explicit path.
 
-    ``root`` defaults to ``$GNNPIPE_DATA_ROOT``; ``cache=False`` bypasses the cache; other
-    options go to the reader (unknown ones raise :class:`ConfigError`). Returns a
-    validated graph. Unknown names raise :class:`DataError` listing the known names.
+    ``root`` defaults to ``$GNNPIPE_DATA_ROOT``; ``cache=False`` bypasses the cache;
     ``normalize_features=True`` (any dataset) row-normalises the features after loading
-    (:meth:`Graph.row_normalize_features`); the cache keeps the file's own values.
+    (:meth:`Graph.row_normalize_features`); ``sparse_features`` (``"auto"``, True, False)
+    and ``sparse_threshold`` choose the feature layout (:meth:`Graph.with_feature_layout`);
+    other options go to the reader. Returns a
+    validated graph. Unknown names raise :class:`DataError` listing the known names;
+    option errors are described in the module docstring.
     """
-    normalize = options.pop("normalize_features", False)
-    if not isinstance(normalize, bool):
-        raise ConfigError(f"options: normalize_features expects true or false, found {normalize!r}")
-    graph = _load_named(name, root, options)
-    return graph.row_normalize_features() if normalize else graph
-
-
-def _load_named(name: str, root: str | os.PathLike | None, options: dict[str, Any]) -> Graph:
     key = str(name).strip().lower()
-    cache = bool(options.pop("cache", True))
     if key == "synthetic":
-        sig = _SYNTHETIC_SIGNATURE
-        try:
-            bound = sig.bind(**options)
-        except TypeError:
-            raise ConfigError(f"options: synthetic accepts {sorted(sig.parameters)}, found {sorted(options)}") from None
-        bound.apply_defaults()
-        # Keyed by every resolved option and the generator's version (no source files).
-        key_opts = {**bound.arguments, "generator_version": GENERATOR_VERSION}
-        return cached_load("synthetic", key_opts, [], lambda: synthetic_graph(**options), use_cache=cache)
-    if key in FORMATS:
+        opts = LoadOptions(**{k: options.pop(k) for k in UNIVERSAL_OPTIONS & options.keys()})
+        graph = _load_synthetic(options, opts.cache)
+    elif key in FORMATS:
+        fmt = FORMATS[key]
         if root is None:
-            raise DataError(f"root: format {key!r} expects root= to be the {FORMATS[key].doc}, found none")
-        path = Path(root).expanduser()
-        return _load_format(key, path, options, fixed={}, cache=cache, cache_name=key)
-    spec = DATASETS.get(key)
-    if spec is None:
-        raise DataError(
-            f"dataset name: expected one of {list_datasets()} (or a format {list_formats()}), found {name!r}"
-        )
-    base = _default_root(root)
-    fixed = dict(spec.options)
-    if "splits_dir" in fixed:
-        fixed["splits_dir"] = base / fixed["splits_dir"]
-    path = base / spec.path
-    if spec.name == "pubmed" and not (path / "ind.pubmed.x").exists() and (base / "planetoid-pubmed-partial").is_dir():
-        path = base / "planetoid-pubmed-partial"
-    graph = _load_format(spec.format, path, options, fixed=fixed, cache=cache, cache_name=spec.name)
-    return graph if graph.name == spec.name else graph.replace(name=spec.name)
+            raise DataError(f"root: format {key!r} expects root= to be the {fmt.doc}, found none")
+        opts = _options(fmt, options, {})
+        graph = _load_format(fmt, Path(root).expanduser(), opts, key)
+    else:
+        spec = DATASETS.get(key)
+        if spec is None:
+            raise DataError(
+                f"dataset name: expected one of {list_datasets()} (or a format {list_formats()}), found {name!r}"
+            )
+        base = _default_root(root)
+        fixed = dict(spec.options)
+        if "splits_dir" in fixed:
+            fixed["splits_dir"] = base / fixed["splits_dir"]
+        path = base / spec.path
+        if spec.name == "pubmed" and not (path / "ind.pubmed.x").exists() and (base / "planetoid-pubmed-partial").is_dir():
+            path = base / "planetoid-pubmed-partial"
+        fmt = FORMATS[spec.format]
+        opts = _options(fmt, options, fixed)
+        graph = _load_format(fmt, path, opts, spec.name)
+        graph = graph if graph.name == spec.name else graph.replace(name=spec.name)
+    graph = graph.with_feature_layout(opts.sparse_features, opts.sparse_threshold)
+    return graph.row_normalize_features() if opts.normalize_features else graph
+
+
+def load_from_config(data_config: Any) -> Graph:
+    """The graph that a :class:`gnnpipe.config.DataConfig` names:
+    ``load_dataset(cfg.dataset, root=cfg.resolved_root(), **cfg.options)``.
+
+    Duck-typed (anything with ``dataset``, ``options`` and ``resolved_root()``), so that
+    the data layer never imports the config layer above it.
+    """
+    dataset = getattr(data_config, "dataset", None)
+    options = getattr(data_config, "options", None)
+    resolve = getattr(data_config, "resolved_root", None)
+    if not isinstance(dataset, str) or not isinstance(options, Mapping) or not callable(resolve):
+        raise DataError(f"data_config: expected a DataConfig (dataset, options, resolved_root()), found "
+                        f"{type(data_config).__name__}")
+    return load_dataset(dataset, root=resolve(), **options)
 
 
 def load_path(path: str | os.PathLike, /, format: str | None = None, **options: Any) -> Graph:

@@ -72,6 +72,15 @@ SYNTHETIC_DEFAULTS: dict[str, Any] = {
 }
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v: Any) -> bool:
+    """A finite int or float (bools and strings are not numbers here)."""
+    return (_is_int(v) or isinstance(v, (float, np.floating))) and bool(np.isfinite(v))
+
+
 def _check(cond: bool, what: str, expected: str, found: Any) -> None:
     if not cond:
         raise DataError(f"synthetic: {what} must be {expected}, found {found!r}")
@@ -95,17 +104,22 @@ def synthetic_graph(
 
     Shapes: features float32 [num_nodes, num_features]; labels int64 [num_nodes].
     """
-    _check(isinstance(num_nodes, (int, np.integer)) and num_nodes >= 2, "num_nodes", "an integer >= 2", num_nodes)
-    _check(isinstance(num_features, (int, np.integer)) and num_features >= 1, "num_features", "an integer >= 1", num_features)
-    _check(isinstance(num_classes, (int, np.integer)) and 2 <= num_classes <= num_nodes, "num_classes",
+    _check(_is_int(num_nodes) and num_nodes >= 2, "num_nodes", "an integer >= 2", num_nodes)
+    _check(_is_int(num_features) and num_features >= 1, "num_features", "an integer >= 1", num_features)
+    _check(_is_int(num_classes) and 2 <= num_classes <= num_nodes, "num_classes",
            f"an integer in [2, num_nodes={num_nodes}]", num_classes)
-    _check(0 < avg_degree < num_nodes, "avg_degree", f"in (0, num_nodes={num_nodes})", avg_degree)
-    _check(0.0 <= homophily <= 1.0, "homophily", "in [0, 1]", homophily)
-    _check(degree_exponent > 2.0, "degree_exponent", "> 2 (finite mean degree)", degree_exponent)
-    _check(feature_signal >= 0 and feature_noise >= 0, "feature_signal/feature_noise", ">= 0",
-           (feature_signal, feature_noise))
-    _check(0 < train_frac and 0 <= val_frac and train_frac + val_frac <= 1, "train_frac/val_frac",
-           "train_frac > 0, val_frac >= 0, sum <= 1", (train_frac, val_frac))
+    _check(_is_real(avg_degree) and 0 < avg_degree < num_nodes, "avg_degree", f"a number in (0, num_nodes={num_nodes})",
+           avg_degree)
+    _check(_is_real(homophily) and 0.0 <= homophily <= 1.0, "homophily", "a number in [0, 1]", homophily)
+    _check(_is_real(degree_exponent) and degree_exponent > 2.0, "degree_exponent", "a number > 2 (finite mean degree)",
+           degree_exponent)
+    _check(_is_real(feature_signal) and _is_real(feature_noise) and feature_signal >= 0 and feature_noise >= 0,
+           "feature_signal/feature_noise", "numbers >= 0", (feature_signal, feature_noise))
+    _check(_is_real(train_frac) and _is_real(val_frac) and 0 < train_frac and 0 <= val_frac
+           and train_frac + val_frac <= 1, "train_frac/val_frac",
+           "numbers with train_frac > 0, val_frac >= 0, sum <= 1", (train_frac, val_frac))
+    _check(_is_int(seed) and seed >= 0, "seed", "an integer >= 0", seed)
+    _check(isinstance(name, str), "name", "a string", name)
     n, c = int(num_nodes), int(num_classes)
     rng = np.random.default_rng(seed)
 

@@ -12,14 +12,12 @@ hashed: they cannot change a partition, and only the per-vertex part ids are sto
 the permutation, the reordered graph and the plans are rebuilt from them around the
 current graph, so a feature change can never make a cached entry wrong.
 
-File layout (little-endian)::
-
-    b"GNNPPART" | uint32 header length | header JSON | parts int64 [N] | sha256 (32 bytes)
-
-The header holds the key and the parameters; the trailing SHA-256 covers every byte
-before it. An entry whose checksum, key, length or part range does not match is
-corrupt: it is logged as a warning, never used, and rebuilt. Writes go to a temporary
-file in the same folder and then :func:`os.replace`, so a reader never sees half a file.
+Files use the checksummed layout of :mod:`gnnpipe.data.container` (magic
+``GNNPPART``), the same as the converted-graph cache: the header holds the key and the
+parameters, the payload the parts int64 [N], and the trailing SHA-256 covers both. An
+entry whose checksum, key, length or part range does not match is corrupt: it is logged
+as one warning, never used, and rebuilt. Writes are atomic (:mod:`gnnpipe.atomic`);
+temporaries a killed writer left beside an entry are removed when it is next opened.
 """
 
 from __future__ import annotations
@@ -27,16 +25,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import struct
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 
-from gnnpipe.atomic import atomic_open
+from gnnpipe.atomic import remove_stale_temporaries
 from gnnpipe.data.cache import cache_dir
+from gnnpipe.data.container import read_container, write_container
 from gnnpipe.data.graph import Graph
+from gnnpipe.errors import DataError
 from gnnpipe.partition.core import Partition
 
 __all__ = ["FORMAT_VERSION", "partition_cache_dir", "partition_key", "cached_partition",
@@ -45,10 +44,9 @@ __all__ = ["FORMAT_VERSION", "partition_cache_dir", "partition_key", "cached_par
 logger = logging.getLogger(__name__)
 
 #: Bump whenever the file layout or the meaning of a stored partition changes.
-FORMAT_VERSION = 1
+#: 2: the shared SHA-256 container of gnnpipe.data.container.
+FORMAT_VERSION = 2
 _MAGIC = b"GNNPPART"
-_PREFIX = struct.Struct("<8sI")
-_DIGEST = 32
 
 
 class CorruptEntry(Exception):
@@ -95,56 +93,36 @@ def partition_key(
 
 def write_partition(partition: Partition, key: str, path: str | Path) -> None:
     """Write ``partition`` under ``key`` to ``path`` atomically."""
-    path = Path(path)
-    header = json.dumps(
-        {
-            "format": FORMAT_VERSION,
-            "key": key,
-            "num_nodes": partition.num_nodes,
-            "num_parts": partition.num_parts,
-            "method": partition.method,
-            "seed": partition.seed,
-        },
-        sort_keys=True,
-    ).encode()
-    body = _PREFIX.pack(_MAGIC, len(header)) + header + partition.parts.to(torch.int64).numpy().astype("<i8").tobytes()
-    blob = body + hashlib.sha256(body).digest()
-    with atomic_open(path, "wb") as f:
-        f.write(blob)
+    header = {
+        "key": key,
+        "num_nodes": partition.num_nodes,
+        "num_parts": partition.num_parts,
+        "method": partition.method,
+        "seed": partition.seed,
+    }
+    parts = np.ascontiguousarray(partition.parts.to(torch.int64).numpy().astype("<i8"))
+    write_container(path, _MAGIC, FORMAT_VERSION, header, [parts])
 
 
 def read_partition(path: str | Path, key: str) -> Partition:
-    """Read the entry at ``path``; raise :class:`CorruptEntry` (one-line reason) unless
-    its checksum, key and contents are all valid."""
+    """Read the entry at ``path``; raise :class:`CorruptEntry` (one line naming the
+    file) unless its checksum, key and contents are all valid."""
     try:
-        blob = Path(path).read_bytes()
-    except OSError as exc:
-        raise CorruptEntry(f"unreadable ({exc})") from None
-    if len(blob) < _PREFIX.size + _DIGEST:
-        raise CorruptEntry(f"truncated: {len(blob)} bytes")
-    body, digest = blob[:-_DIGEST], blob[-_DIGEST:]
-    if hashlib.sha256(body).digest() != digest:
-        raise CorruptEntry("checksum mismatch (truncated or damaged)")
-    magic, hlen = _PREFIX.unpack_from(body, 0)
-    if magic != _MAGIC:
-        raise CorruptEntry(f"bad magic {magic!r}")
+        header, payload = read_container(path, _MAGIC, FORMAT_VERSION)
+    except DataError as exc:
+        raise CorruptEntry(str(exc)) from None
     try:
-        header = json.loads(body[_PREFIX.size:_PREFIX.size + hlen])
         num_nodes, num_parts = int(header["num_nodes"]), int(header["num_parts"])
-        stored_key, fmt = header["key"], int(header["format"])
-        method, seed = str(header["method"]), int(header["seed"])
+        stored_key, method, seed = str(header["key"]), str(header["method"]), int(header["seed"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptEntry(f"bad header ({type(exc).__name__}: {exc})") from None
-    if fmt != FORMAT_VERSION:
-        raise CorruptEntry(f"format {fmt}, expected {FORMAT_VERSION}")
+        raise CorruptEntry(f"{path}: bad header ({type(exc).__name__}: {exc})") from None
     if stored_key != key:
-        raise CorruptEntry(f"key {stored_key[:16]}... belongs to another graph or parameter set")
-    payload = body[_PREFIX.size + hlen:]
-    if len(payload) != 8 * num_nodes:
-        raise CorruptEntry(f"payload of {len(payload)} bytes, expected {8 * num_nodes}")
-    parts = torch.from_numpy(np.frombuffer(payload, dtype="<i8").astype(np.int64))
+        raise CorruptEntry(f"{path}: key {stored_key[:16]}... belongs to another graph or parameter set")
+    if payload.size != 8 * num_nodes:
+        raise CorruptEntry(f"{path}: payload of {payload.size} bytes, expected {8 * num_nodes}")
+    parts = torch.from_numpy(payload.view("<i8").astype(np.int64))
     if num_nodes and (int(parts.min()) < 0 or int(parts.max()) >= num_parts):
-        raise CorruptEntry("part ids out of range")
+        raise CorruptEntry(f"{path}: part ids out of range")
     return Partition.from_parts(parts, num_parts, method=method, seed=seed)
 
 
@@ -164,15 +142,16 @@ def cached_partition(
     cannot be written costs only the speed-up (warning)."""
     key = partition_key(graph, num_parts, method, seed, vertex_weights)
     path = partition_cache_dir(cache_root) / f"{method}-{num_parts}-{key[:32]}.gpart"
+    remove_stale_temporaries(path)
     if path.exists():
         try:
             part = read_partition(path, key)
             if part.num_nodes != graph.num_nodes or part.num_parts != num_parts:
-                raise CorruptEntry("stored sizes do not match the request")
+                raise CorruptEntry(f"{path}: stored sizes do not match the request")
             logger.info("partition cache hit: %s", path)
             return part
         except CorruptEntry as exc:
-            logger.warning("ignoring corrupt partition cache entry %s, rebuilding it: %s", path, exc)
+            logger.warning("ignoring corrupt partition cache entry, rebuilding it: %s", exc)
     logger.info("partition cache miss: %s %d parts of %s", method, num_parts, graph.name)
     part = build()
     try:

@@ -128,7 +128,7 @@ class Partition:
         """Rows indexed by reordered id -> the same rows indexed by original id
         (e.g. logits of a reordered graph back to the user's vertex order).
 
-        Shapes: rows [N, *] -> [N, *]."""
+        Shapes: rows [N, *] -> [N, *] (a tensor or a SparseFeatures)."""
         self._check_rows(rows)
         return rows[self.inv_perm.to(rows.device)]
 
@@ -321,7 +321,9 @@ def reorder(graph: Graph, partition: Partition) -> Graph:
 
     Vertex ``old`` becomes ``partition.inv_perm[old]``; features, labels and the three
     masks are permuted with it and the in-edge CSR is rebuilt (sorted within rows, with
-    every duplicate edge and self-loop kept). Returns a new graph.
+    every duplicate edge and self-loop kept). Sparse features
+    (:class:`~gnnpipe.data.sparse.SparseFeatures`) stay sparse: their CSR rows are
+    permuted the same way. Returns a new graph.
     """
     n = graph.num_nodes
     if partition.num_nodes != n:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
+import re
+import socket
+import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from gnnpipe.data import Graph, load_dataset
-from gnnpipe.data import loaders
+from gnnpipe.data import formats
 from gnnpipe.data.cache import cache_dir, cached_load, read_graph, write_graph
 from gnnpipe.errors import DataError
 
@@ -73,32 +80,88 @@ def test_options_source_change_and_version_invalidate(tmp_path, monkeypatch):
     assert build.calls == 4
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty"])
-def test_corrupt_entry_is_rebuilt_with_warning_never_used(tmp_path, caplog, damage):
+def _payload_start(raw: bytes) -> tuple[dict, int]:
+    """The header and the file offset of the payload (layout of gnnpipe.data.container)."""
+    _, _, hlen = struct.unpack_from("<8sIQ", raw, 0)
+    return json.loads(raw[20:20 + hlen]), 20 + hlen
+
+
+def _swap_two_label_words(raw: bytes) -> bytes:
+    header, start = _payload_start(raw)
+    off = start + header["fields"]["labels"]["offset"]
+    labels = np.frombuffer(raw[off:off + header["fields"]["labels"]["nbytes"]], dtype="<i8")
+    i, j = off, off + 8 * int(np.flatnonzero(labels != labels[0])[0])  # two words that differ
+    b = bytearray(raw)
+    b[i:i + 8], b[j:j + 8] = raw[j:j + 8], raw[i:i + 8]
+    return bytes(b)
+
+
+def _edit_num_classes(raw: bytes) -> bytes:
+    header, _ = _payload_start(raw)
+    old = f'"num_classes": {header["num_classes"]}'.encode()
+    assert raw.count(old) == 1
+    return raw.replace(old, f'"num_classes": {header["num_classes"] + 1}'.encode())
+
+
+DAMAGE = {
+    "truncate": lambda raw: raw[: len(raw) - 100],
+    "flip": lambda raw: raw[:-80] + bytes([raw[-80] ^ 0xFF]) + raw[-79:],  # inside the payload (masks)
+    "garbage": lambda raw: b"not a graph" * 10,
+    "empty": lambda raw: b"",
+    "num_classes edited": _edit_num_classes,
+    "label words swapped": _swap_two_label_words,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_corrupt_entry_is_rebuilt_with_one_warning_never_used(tmp_path, caplog, damage):
     src = tmp_path / "src.txt"
     src.write_text("v1")
     good = _graph()
     build = _Builder(good)
     cached_load("toy", {}, [src], build)
     (entry,) = _entries()
-    raw = entry.read_bytes()
-    if damage == "truncate":
-        entry.write_bytes(raw[: len(raw) - 100])
-    elif damage == "flip":
-        b = bytearray(raw)
-        b[-80] ^= 0xFF  # inside the payload (features / masks)
-        entry.write_bytes(bytes(b))
-    elif damage == "garbage":
-        entry.write_bytes(b"not a graph" * 10)
-    else:
-        entry.write_bytes(b"")
+    entry.write_bytes(DAMAGE[damage](entry.read_bytes()))
     with pytest.raises(DataError, match=str(entry.name)):
         read_graph(entry)
     with caplog.at_level(logging.WARNING, logger="gnnpipe.data.cache"):
         again = cached_load("toy", {}, [src], build)
     assert build.calls == 2 and _same(again, good)
-    assert any("corrupt cache entry" in r.getMessage() for r in caplog.records)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "corrupt cache entry" in warnings[0].getMessage()
     assert _same(read_graph(entry), good)  # the entry was rewritten
+
+
+def _written(g: Graph) -> bytes:
+    path = cache_dir() / "w.graph"
+    write_graph(g, path)
+    return path.read_bytes()
+
+
+def test_swapped_words_keep_the_old_word_sum():
+    """Why a word sum was not enough: the damage above leaves it unchanged."""
+    raw = _swap_two_label_words(_written(_graph()))
+    ref = _written(_graph())
+    _, start = _payload_start(raw)
+    words = lambda b: int(np.frombuffer(b[start:len(b) - 32], dtype="<u8").sum(dtype=np.uint64))  # noqa: E731
+    assert raw != ref and words(raw) == words(ref)
+
+
+def test_opening_an_entry_removes_stale_temporaries_of_it(tmp_path):
+    src = tmp_path / "src.txt"
+    src.write_text("v1")
+    build = _Builder(_graph())
+    cached_load("toy", {}, [src], build)
+    (entry,) = _entries()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())
+    stale = entry.with_name(f".{entry.name}.{host}.{dead.pid}.abcdef.tmp")
+    live = entry.with_name(f".{entry.name}.{host}.{os.getpid()}.abcdef.tmp")
+    stale.write_bytes(b"half an entry")
+    live.write_bytes(b"being written")
+    cached_load("toy", {}, [src], build)
+    assert build.calls == 1 and not stale.exists() and live.exists()
 
 
 def test_write_read_round_trip_dense_and_empty(tmp_path):
@@ -115,8 +178,7 @@ def test_second_load_dataset_is_served_from_cache(tmp_path, monkeypatch, ogb):
     def refuse(*args, **kwargs):
         raise AssertionError("the reader ran although the cache holds the graph")
 
-    fmt = loaders.FORMATS["ogb"]
-    monkeypatch.setitem(loaders.FORMATS, "ogb", loaders.Format(fmt.name, refuse, fmt.files, fmt.doc))
+    monkeypatch.setitem(formats.FORMATS, "ogb", dataclasses.replace(formats.FORMATS["ogb"], load=refuse))
     second = load_dataset("ogbn-arxiv", root=tmp_path)
     assert _same(first, second)
     with pytest.raises(AssertionError, match="reader ran"):

@@ -18,6 +18,7 @@ def test_info_prints_statistics(capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["nodes"] == 500 and rec["classes"] == 3 and sum(rec["label_counts"]) == 500
     assert rec["self_loops"] == 0 and rec["undirected_edges"] * 2 == rec["stored_directed_edges"]
+    assert rec["feature_layout"] == "dense" and rec["feature_density"] == 1.0  # Gaussian features
 
 
 def test_bad_input_is_one_line_on_stderr_and_exit_2(capsys, tmp_path):

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import io
-import pickle
-import tarfile
-from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -15,6 +11,8 @@ import torch
 
 from gnnpipe.data import Graph, list_datasets, load_dataset, load_path
 from gnnpipe.errors import ConfigError, DataError
+from tests.data.writers import (RING, RING_ATTR, write_geom_gcn, write_graphdata, write_hetero, write_linqs,
+                                write_musae, write_planetoid, write_sparsegraph)
 
 # ----------------------------------------------------------------------------- OGB
 # The fixture writer and its arrays come from the `ogb` fixture (tests/data/conftest.py).
@@ -79,23 +77,6 @@ def test_ogb_bad_input_is_one_line_data_error(tmp_path, damage, message, ogb):
 
 
 # ----------------------------------------------------------------------------- Planetoid
-def write_planetoid(folder, name="tiny"):
-    """A 10-vertex Planetoid set: train 0-1, 'allx' 0-5, test.index 9 7 8 (6 is an
-    isolated test-range id with no tx row, like CiteSeer's)."""
-    f = 4
-    allx = sp.csr_matrix(np.arange(6 * f, dtype=np.float32).reshape(6, f))
-    ally = np.eye(3, dtype=np.int32)[[0, 1, 2, 0, 1, 2]]
-    test_idx = [9, 7, 8]
-    tx = sp.csr_matrix(100 + np.arange(3 * f, dtype=np.float32).reshape(3, f))
-    ty = np.eye(3, dtype=np.int32)[[2, 1, 0]]
-    graph = defaultdict(list, {0: [1, 9], 1: [0], 2: [3], 3: [2, 7], 9: [0], 7: [3], 8: [8]})
-    parts = {"x": allx[:2], "y": ally[:2], "allx": allx, "ally": ally, "tx": tx, "ty": ty, "graph": graph}
-    for part, obj in parts.items():
-        (folder / f"ind.{name}.{part}").write_bytes(pickle.dumps(obj, protocol=2))
-    (folder / f"ind.{name}.test.index").write_text("".join(f"{i}\n" for i in test_idx))
-    return allx.toarray(), tx.toarray(), test_idx
-
-
 def test_planetoid_assembly_places_tx_rows_at_test_index_ids(tmp_path):
     allx, tx, test_idx = write_planetoid(tmp_path)
     g = load_dataset("planetoid", root=tmp_path, name="tiny", num_val=4)
@@ -129,19 +110,8 @@ def test_planetoid_truncated_pickle(tmp_path):
 
 
 # ----------------------------------------------------------------------------- npz layouts
-def _hetero(path, n=6, edges=None, feats=None, labels=None, train=None, val=None, test=None):
-    edges = np.array([[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]]) if edges is None else edges
-    feats = np.arange(n * 2, dtype=np.float32).reshape(n, 2) if feats is None else feats
-    labels = np.array([0, 1] * (n // 2)) if labels is None else labels
-    m = lambda ids: np.stack([np.isin(np.arange(n), ids)] * 2)  # noqa: E731
-    np.savez(path, node_features=feats, node_labels=labels, edges=edges,
-             train_masks=m([0, 1]) if train is None else train, val_masks=m([2]) if val is None else val,
-             test_masks=m([3, 4, 5]) if test is None else test)
-    return path
-
-
 def test_heterophilous_fixture(tmp_path):
-    path = _hetero(tmp_path / "h.npz")
+    path = write_hetero(tmp_path / "h.npz")
     g = load_dataset("heterophilous", root=path)
     assert g.is_symmetric() and g.num_edges == 10
     assert torch.equal(g.features, torch.arange(12, dtype=torch.float32).reshape(6, 2))
@@ -161,26 +131,21 @@ def test_heterophilous_fixture(tmp_path):
     ],
 )
 def test_heterophilous_bad_input(tmp_path, kwargs, message):
-    path = _hetero(tmp_path / "bad.npz", **kwargs)
+    path = write_hetero(tmp_path / "bad.npz", **kwargs)
     with pytest.raises(DataError, match=message) as info:
         load_dataset("heterophilous", root=path)
     assert "\n" not in str(info.value)
 
 
 def test_sparsegraph_both_key_layouts_and_missing_features(tmp_path):
-    adj = sp.csr_matrix(np.array([[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0]], dtype=np.float32))
-    attr = sp.csr_matrix(np.array([[1, 0], [0, 1], [1, 1], [0, 0]], dtype=np.float32))
-    labels = np.array([0, 1, 0, 1])
-    np.savez(tmp_path / "a.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
-             adj_shape=adj.shape, attr_data=attr.data, attr_indices=attr.indices, attr_indptr=attr.indptr,
-             attr_shape=attr.shape, labels=labels)
+    adj, attr, labels = RING, RING_ATTR, np.array([0, 1, 0, 1])
+    write_sparsegraph(tmp_path / "a.npz")
     np.savez(tmp_path / "b.npz", **{"adj_matrix.data": adj.data, "adj_matrix.indices": adj.indices,
                                     "adj_matrix.indptr": adj.indptr, "adj_matrix.shape": adj.shape,
                                     "attr_matrix.data": attr.data, "attr_matrix.indices": attr.indices,
                                     "attr_matrix.indptr": attr.indptr, "attr_matrix.shape": attr.shape,
                                     "labels": labels})
-    np.savez(tmp_path / "c.npz", adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
-             adj_shape=adj.shape, labels=labels)
+    write_sparsegraph(tmp_path / "c.npz", with_attr=False)
     a = load_dataset("sparsegraph", root=tmp_path / "a.npz", train_per_class=1, val_per_class=1)
     b = load_path(tmp_path / "b.npz", train_per_class=1, val_per_class=1)
     c = load_dataset("sparsegraph", root=tmp_path / "c.npz", train_per_class=1, val_per_class=1)
@@ -194,7 +159,7 @@ def test_sparsegraph_both_key_layouts_and_missing_features(tmp_path):
 
 
 def test_per_class_split_is_seeded_and_disjoint(tmp_path):
-    _hetero(tmp_path / "x.npz")
+    write_hetero(tmp_path / "x.npz")
     y = torch.tensor([0, 1, 2] * 30)
     from gnnpipe.data.splits import per_class_split
 
@@ -209,27 +174,18 @@ def test_per_class_split_is_seeded_and_disjoint(tmp_path):
 
 # ----------------------------------------------------------------------------- text layouts
 def test_geom_gcn_text_dense_and_index_features(tmp_path):
-    dense = tmp_path / "dense"
-    dense.mkdir()
-    (dense / "out1_node_feature_label.txt").write_text("node_id\tfeature\tlabel\n1\t0,1,1\t1\n0\t1,0,0\t0\n2\t0,0,1\t1\n")
-    (dense / "out1_graph_edges.txt").write_text("node_id\tnode_id\n0\t1\n1\t2\n1\t2\n")
+    dense = write_geom_gcn(tmp_path / "dense")
     g = load_dataset("geom-gcn", root=dense, train_per_class=1, val_per_class=0)
     assert torch.equal(g.features, torch.tensor([[1.0, 0, 0], [0, 1, 1], [0, 0, 1]]))
     assert g.labels.tolist() == [0, 1, 1] and g.num_edges == 4
-    film = tmp_path / "film"
-    film.mkdir()
-    (film / "out1_node_feature_label.txt").write_text(
-        "node_id\tfeature(feature_amount:4)\tlabel\n0\t3,1\t0\n1\t0\t1\n2\t4,4\t1\n")
-    (film / "out1_graph_edges.txt").write_text("node_id\tnode_id\n0\t1\n")
+    film = write_geom_gcn(tmp_path / "film", features="node_id\tfeature(feature_amount:4)\tlabel\n"
+                          "0\t3,1\t0\n1\t0\t1\n2\t4,4\t1\n", edges="node_id\tnode_id\n0\t1\n")
     h = load_path(film, train_per_class=1, val_per_class=0)
     assert torch.equal(h.features, torch.tensor([[0.0, 1, 0, 1, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 1]]))
 
 
 def test_musae_fixture(tmp_path):
-    (tmp_path / "toy_edges.csv").write_text("id_1,id_2\n0,1\n1,2\n2,3\n")
-    (tmp_path / "toy.json").write_text('{"0": [0, 2], "1": [1], "2": [], "3": [2, 2]}')
-    (tmp_path / "toy_target.csv").write_text(
-        'id,facebook_id,page_name,page_type\n0,11,"A, Inc.",company\n1,12,B,tvshow\n2,13,C,company\n3,14,D,tvshow\n')
+    write_musae(tmp_path)
     g = load_dataset("musae", root=tmp_path, prefix="toy", train_per_class=1, val_per_class=0)
     assert torch.equal(g.features, torch.tensor([[1.0, 0, 1], [0, 1, 0], [0, 0, 0], [0, 0, 1]]))
     assert g.labels.tolist() == [0, 1, 0, 1] and g.num_edges == 6
@@ -239,15 +195,7 @@ def test_musae_fixture(tmp_path):
 
 
 def test_linqs_tgz_fixture_without_extraction(tmp_path):
-    content = "p1\t1\t0\tA\np2\t0\t1\tB\np3\t1\t1\tA\n"
-    cites = "p1\tp2\np2\tp3\np3\tmissing\n"
-    path = tmp_path / "toy.tgz"
-    with tarfile.open(path, "w:gz") as tf:
-        for member, text in (("toy/toy.content", content), ("toy/toy.cites", cites)):
-            data = text.encode()
-            info = tarfile.TarInfo(member)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
+    path = write_linqs(tmp_path / "toy.tgz")
     g = load_path(path, train_per_class=1, val_per_class=0)
     assert torch.equal(g.features, torch.tensor([[1.0, 0], [0, 1], [1, 1]]))
     assert g.labels.tolist() == [0, 1, 0]
@@ -294,21 +242,6 @@ def test_list_datasets_covers_every_shared_folder():
         assert n in names
 
 
-def _graphdata(path, adj, attr, labels):
-    import zipfile
-
-    with zipfile.ZipFile(path, "w") as zf:
-        for key, value in (("adj_matrix", adj), ("node_attr", attr), ("node_label", labels)):
-            if not isinstance(value, np.ndarray):
-                box = np.empty((), dtype=object)
-                box[()] = value
-                value = box
-            buf = io.BytesIO()
-            np.save(buf, value, allow_pickle=True)
-            zf.writestr(f"{key}.npy", buf.getvalue())
-    return path
-
-
 @pytest.mark.parametrize(
     "adj, attr, labels, message",
     [
@@ -319,20 +252,20 @@ def _graphdata(path, adj, attr, labels):
     ],
 )
 def test_graphdata_bad_input(tmp_path, adj, attr, labels, message):
-    path = _graphdata(tmp_path / "bad.npz", adj, attr, labels)
+    path = write_graphdata(tmp_path / "bad.npz", adj, attr, labels)
     with pytest.raises(DataError, match=message):
         load_dataset("graphdata", root=path)
 
 
 def test_gz_table_blocks_give_the_same_array(tmp_path, ogb):
     """Block-wise parsing (tiny blocks here) equals parsing the whole text at once."""
-    from gnnpipe.data.loaders import _read_gz_table
+    from gnnpipe.data.formats.ogb import read_gz_table
 
     rng = np.random.default_rng(0)
     table = rng.integers(0, 1000, size=(500, 3))
     ogb.gz(tmp_path / "t.csv.gz", "".join(",".join(map(str, r)) + "\n" for r in table))
     for block in (7, 64, 1 << 20):
-        assert np.array_equal(_read_gz_table(tmp_path / "t.csv.gz", np.int64, block_bytes=block), table)
+        assert np.array_equal(read_gz_table(tmp_path / "t.csv.gz", np.int64, block_bytes=block), table)
     ogb.gz(tmp_path / "ragged.csv.gz", "1,2\n3,4\n5\n")
     with pytest.raises(DataError, match="ragged"):
-        _read_gz_table(tmp_path / "ragged.csv.gz", np.int64, block_bytes=4)
+        read_gz_table(tmp_path / "ragged.csv.gz", np.int64, block_bytes=4)

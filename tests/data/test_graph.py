@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from gnnpipe.data import read_graph, write_graph
 from gnnpipe.data import Graph
 from gnnpipe.errors import DataError
 
@@ -165,12 +166,20 @@ def test_from_edge_index_rejects_out_of_range_and_mismatched_lengths():
         Graph.from_edge_index([[0], [1]], np.zeros((4, 1)), np.zeros(3))
 
 
+@pytest.mark.parametrize("edge_index", [[[0.0, 1.5], [1.0, 0.0]], torch.tensor([[0.0, 1.0], [1.0, 0.0]]),
+                                        np.array([[True, False], [False, True]])])
+def test_from_edge_index_refuses_ids_that_are_not_integers(edge_index):
+    with pytest.raises(DataError, match="edge_index must hold integer ids, found dtype") as info:
+        Graph.from_edge_index(edge_index, np.zeros((4, 1)), np.zeros(4, dtype=np.int64))
+    assert str(info.value).startswith("graph:") and "\n" not in str(info.value)
+
+
 def test_save_load_round_trip(tmp_path):
     g = _random_graph()
-    g.save(tmp_path / "g.graph")
-    h = Graph.load(tmp_path / "g.graph")
+    write_graph(g, tmp_path / "g.graph")
+    h = read_graph(tmp_path / "g.graph")
     for field in ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
         assert torch.equal(getattr(h, field), getattr(g, field)), field
     assert (h.num_classes, h.name) == (g.num_classes, g.name)
     h.features[0, 0] = 123.0  # copy-on-write mapping: writable, the file is unchanged
-    assert torch.equal(Graph.load(tmp_path / "g.graph").features, g.features)
+    assert torch.equal(read_graph(tmp_path / "g.graph").features, g.features)

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gnnpipe.data.loaders import load_graphdata_npz, load_planetoid
+from gnnpipe.data.formats.graphdata import load_graphdata_npz
+from gnnpipe.data.formats.planetoid import load_planetoid
+from gnnpipe.data.options import LoadOptions
 from gnnpipe.data.safe_pickle import read_npz, safe_pickle_load
 from gnnpipe.errors import DataError
 
@@ -56,7 +58,7 @@ def test_planetoid_pickle_naming_os_system_is_refused_and_never_runs(tmp_path):
         (tmp_path / f"ind.evil.{part}").write_bytes(pickle.dumps(_RunsCode(f"touch {marker}")))
     (tmp_path / "ind.evil.test.index").write_text("0\n")
     with pytest.raises(DataError) as info:
-        load_planetoid(tmp_path, name="evil")
+        load_planetoid(tmp_path, LoadOptions(name="evil"))
     msg = str(info.value)
     assert "ind.evil." in msg and f"{os.system.__module__}.system" in msg
     assert not marker.exists()
@@ -78,7 +80,7 @@ def test_graphdata_object_array_naming_os_system_is_refused(tmp_path):
     path = tmp_path / "evil.npz"
     _npz_with_object(path, adj_matrix=evil, node_attr=evil, node_label=np.zeros(3, dtype=np.int32))
     with pytest.raises(DataError) as info:
-        load_graphdata_npz(path)
+        load_graphdata_npz(path, LoadOptions())
     assert str(path) in str(info.value) and "system" in str(info.value)
     assert not marker.exists()
 
@@ -92,7 +94,7 @@ def test_graphdata_npz_with_sparse_objects_loads(tmp_path):
     _npz_with_object(path, adj_matrix=a, node_attr=b, node_label=np.array([0, 1, 1], dtype=np.int32))
     d = read_npz(path)
     assert (d["adj_matrix"] != adj).nnz == 0 and np.array_equal(d["node_label"], [0, 1, 1])
-    g = load_graphdata_npz(path, train_per_class=1, val_per_class=0)
+    g = load_graphdata_npz(path, LoadOptions(train_per_class=1, val_per_class=0))
     assert g.is_symmetric() and g.num_edges == 4
     assert np.array_equal(g.features.numpy(), np.eye(3, dtype=np.float32))
 

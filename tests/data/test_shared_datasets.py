@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gnnpipe.data import load_dataset
+from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import DataError
 
 # name: (nodes, undirected edges, self-loops, features, classes, label counts or None,
@@ -89,13 +90,14 @@ def test_citeseer_isolated_test_range_ids(datasets_root):
     unlabelled = g.labels < 0
     assert int(unlabelled.sum()) == 15
     assert not bool((g.train_mask | g.val_mask | g.test_mask)[unlabelled].any())
-    assert torch.equal(g.features[unlabelled], torch.zeros(15, g.num_features))
-    assert int(g.features.count_nonzero()) == 105165  # README: nnz of the feature matrix
+    assert g.sparse_features  # 0.85 % non-zero: CSR (gnnpipe.data.sparse)
+    assert torch.equal(g.features[unlabelled].to_dense(), torch.zeros(15, g.num_features))
+    assert g.features.nnz == 105165  # README: nnz of the feature matrix
 
 
 def test_cora_feature_nnz_and_public_split_ranges(datasets_root):
     g = load_dataset("cora", root=datasets_root, cache=False)
-    assert int(g.features.count_nonzero()) == 49216
+    assert g.sparse_features and g.features.nnz == 49216
     ar = torch.arange(g.num_nodes)
     assert torch.equal(g.train_mask, ar < 140)
     assert torch.equal(g.val_mask, (ar >= 140) & (ar < 640))
@@ -169,7 +171,7 @@ def test_planetoid_matches_torch_geometric_reader(datasets_root, name):
     pyg_io = pytest.importorskip("torch_geometric.io.planetoid")
     ref = pyg_io.read_planetoid_data(str(datasets_root / "planetoid"), name)
     g = load_dataset(name, root=datasets_root, cache=False)
-    assert torch.equal(g.features, ref.x)
+    assert torch.equal(g.features.to_dense(), ref.x)
     labelled = g.labels >= 0
     assert torch.equal(g.labels[labelled], ref.y[labelled])
     for ours, theirs in ((g.train_mask, ref.train_mask), (g.val_mask, ref.val_mask), (g.test_mask, ref.test_mask)):
@@ -178,6 +180,10 @@ def test_planetoid_matches_torch_geometric_reader(datasets_root, name):
     ref_key = torch.unique(ref_edges[1] * g.num_nodes + ref_edges[0])
     src, dst = g.remove_self_loops().edge_index()
     assert torch.equal(dst * g.num_nodes + src, ref_key)  # our CSR order is (dst, src) sorted
+
+
+def _dense(x):
+    return x.to_dense() if isinstance(x, SparseFeatures) else x
 
 
 def _undirected_key(rows, cols, n):
@@ -200,7 +206,7 @@ def test_graphdata_matches_plain_numpy_reading(datasets_root):
     raw = np.load(datasets_root / "graphdata" / "acm.npz", allow_pickle=True)
     adj, attr = raw["adj_matrix"].item(), raw["node_attr"].item()
     g = load_dataset("acm", root=datasets_root, cache=False)
-    assert torch.equal(g.features, torch.from_numpy(attr.toarray().astype(np.float32)))
+    assert torch.equal(g.features.to_dense(), torch.from_numpy(attr.toarray().astype(np.float32)))
     assert torch.equal(g.labels, torch.from_numpy(raw["node_label"].astype(np.int64)))
     coo = adj.tocoo()
     assert torch.equal(_our_key(g), _undirected_key(coo.row, coo.col, g.num_nodes))
@@ -212,12 +218,12 @@ def test_heterophilous_and_sparsegraph_match_raw_arrays(datasets_root):
 
     raw = np.load(datasets_root / "heterophilous" / "tolokers.npz")
     g = load_dataset("tolokers", root=datasets_root, cache=False)
-    assert torch.equal(g.features, torch.from_numpy(raw["node_features"]))
+    assert torch.equal(_dense(g.features), torch.from_numpy(raw["node_features"]))
     assert torch.equal(_our_key(g), _undirected_key(raw["edges"][:, 0], raw["edges"][:, 1], g.num_nodes))
     raw = np.load(datasets_root / "gnn-benchmark" / "cora.npz")
     g = load_dataset("gnnbench-cora", root=datasets_root, cache=False)
     adj = sp.csr_matrix((raw["adj_data"], raw["adj_indices"], raw["adj_indptr"]), shape=tuple(raw["adj_shape"])).tocoo()
     attr = sp.csr_matrix((raw["attr_data"], raw["attr_indices"], raw["attr_indptr"]), shape=tuple(raw["attr_shape"]))
-    assert torch.equal(g.features, torch.from_numpy(attr.toarray()))
+    assert torch.equal(g.features.to_dense(), torch.from_numpy(attr.toarray()))
     assert torch.equal(g.labels, torch.from_numpy(raw["labels"].astype(np.int64)))
     assert torch.equal(_our_key(g), _undirected_key(adj.row, adj.col, g.num_nodes))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pymetis
@@ -98,11 +102,18 @@ def _flip_header_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _edit_num_parts(path: Path) -> None:
+    """A well-formed header edit: only the checksum can tell."""
+    data = path.read_bytes()
+    assert data.count(b'"num_parts": 4') == 1
+    path.write_bytes(data.replace(b'"num_parts": 4', b'"num_parts": 5'))
+
+
 def _empty(path: Path) -> None:
     path.write_bytes(b"")
 
 
-@pytest.mark.parametrize("damage", [_truncate, _flip_payload_byte, _flip_header_byte, _empty])
+@pytest.mark.parametrize("damage", [_truncate, _flip_payload_byte, _flip_header_byte, _edit_num_parts, _empty])
 def test_damaged_entry_is_rebuilt_with_warning(make_graph, monkeypatch, caplog, damage):
     metis = _CountingMetis(monkeypatch)
     g = make_graph(150, 600, seed=3)
@@ -113,7 +124,8 @@ def test_damaged_entry_is_rebuilt_with_warning(make_graph, monkeypatch, caplog, 
         again = partition_graph(g, 4)
     assert metis.calls == 2
     assert torch.equal(again.parts, good.parts)
-    assert any("corrupt partition cache entry" in r.getMessage() for r in caplog.records)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "corrupt partition cache entry" in warnings[0].getMessage()
     # The rebuilt entry is valid again: next call is a hit without warnings.
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="gnnpipe.partition.cache"):
@@ -136,6 +148,20 @@ def test_entry_of_another_key_is_not_used(make_graph, monkeypatch, caplog):
     assert torch.equal(again.parts, b.parts) and again.seed == 5
     assert any("another graph or parameter set" in r.getMessage() for r in caplog.records)
     assert a.seed == 0
+
+
+def test_opening_an_entry_removes_stale_temporaries_of_it(make_graph, monkeypatch):
+    metis = _CountingMetis(monkeypatch)
+    g = make_graph(100, 300, seed=6)
+    partition_graph(g, 3)
+    (entry,) = _entries()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())
+    stale = entry.with_name(f".{entry.name}.{host}.{dead.pid}.0123ab.tmp")
+    stale.write_bytes(b"half an entry")
+    partition_graph(g, 3)
+    assert metis.calls == 1 and not stale.exists()
 
 
 def test_unwritable_cache_folder_only_warns(make_graph, monkeypatch, caplog, tmp_path):
