@@ -1,77 +1,106 @@
-"""The library entry points: ``gnnpipe.train`` and ``train_from_config``.
+"""The library entry points: ``gnnpipe.train``, ``train_from_config`` and ``run``.
 
 ``train(graph, model_config, train_config, parallel_config)`` trains on a graph you
-already hold and returns the result record (a dict, schema in README.md). Mode
-``single`` runs in this process; the distributed modes go to
-``gnnpipe.engine.run_distributed``, which starts (or, under torchrun, joins) the
-worker processes. ``train_from_config(run_config)`` first loads the dataset that
-``run_config.data`` names. When ``train.json_out`` is set the record is also written
-there, atomically, by the process that holds it (rank 0).
+already hold and returns the result record (a dict, schema in README.md);
+``train_from_config(run_config)`` first loads the dataset that ``run_config.data``
+names. Both go through :func:`run`, the ONE gate of a run: it checks the outputs
+(``train.json_out`` writable) before anything long happens, validates the graph,
+resolves the :class:`~gnnpipe.engine.layout.Layout` against the graph and the
+machine (every refusal is a :class:`~gnnpipe.errors.ConfigError` before a process
+starts), then trains: ``single`` in this process, the distributed modes through
+:func:`gnnpipe.trainer.distributed.run_distributed`, which starts (or, under
+torchrun, joins) the worker processes. When ``train.json_out`` is set the record is
+written there, atomically, by the process that holds it (rank 0).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gnnpipe.config import DataConfig, ModelConfig, ParallelConfig, RunConfig, TrainConfig
 from gnnpipe.errors import ConfigError
 
-__all__ = ["train", "train_from_config", "load_graph", "run", "check_writable"]
+__all__ = ["train", "train_from_config", "run", "check_writable"]
 
 
-def _engine_entry() -> Any:
-    try:
-        from gnnpipe.engine import run_distributed  # type: ignore[attr-defined]
-    except ImportError as exc:
-        # Only "the engine has no run_distributed" means the mode is missing; any
-        # other import failure inside the engine is a bug and must surface.
-        if "run_distributed" not in str(exc):
-            raise
-        return None
-    return run_distributed
-
-
-def _reports() -> bool:
-    """Whether this process writes the record: always, except on the ranks other than
-    0 of a torchrun launch (whose nodes need not see rank 0's path)."""
-    return os.environ.get("RANK", "0") == "0"
-
-
-def check_writable(path: str) -> None:
-    """Refuse, before training, a ``json_out`` that could not be written at the end:
+def check_writable(path: str, what: str = "train.json_out") -> None:
+    """Refuse, before training, an output file that could not be written at the end:
     an existing directory, or a location whose nearest existing folder is not a
-    writable directory. Creates nothing."""
+    directory in which a file can be created. That is tried, not guessed from the
+    permission bits (which say yes to root even under /proc): a temporary file is made
+    there and removed at once, so nothing is left. ``what`` names the setting."""
+    import tempfile
+
     p = Path(path).expanduser()
     if p.is_dir():
-        raise ConfigError(f"train.json_out: expected a file path, found the directory {str(p)!r}")
+        raise ConfigError(f"{what}: expected a file path, found the directory {str(p)!r}")
     parent = p.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"train.json_out: expected a writable location, found {str(p)!r} "
-                          f"({str(parent)!r} is not a writable directory)")
+    reason = f"{str(parent)!r} is not a directory"
+    if parent.is_dir():
+        try:
+            with tempfile.TemporaryFile(dir=parent):
+                return
+        except OSError as exc:
+            reason = f"a file cannot be created in {str(parent)!r}: {exc.strerror or exc}"
+    raise ConfigError(f"{what}: expected a writable location, found {str(p)!r} ({reason})")
 
 
-def run(run_config: RunConfig, graph: Any) -> dict[str, Any] | None:
-    """Train ``graph`` as ``run_config`` says; the record (None on ranks other than 0
-    of a distributed run). Writes ``train.json_out`` when set."""
+def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any] | None:
+    """Train ``graph`` (a :class:`gnnpipe.Graph`, or a function that loads it, called
+    after the cheap checks) as ``run_config`` says; the record (None on ranks other
+    than 0 of a torchrun launch). Writes ``train.json_out`` when set."""
+    from gnnpipe.engine import environment
+    from gnnpipe.engine.layout import resolve_layout
+    from gnnpipe.trainer.worker import Job
+
     if not isinstance(run_config, RunConfig):
         raise ConfigError(f"run_config: expected a RunConfig, found {type(run_config).__name__}")
-    run_config.check_against_graph(graph.num_nodes)
-    if run_config.train.json_out and _reports():
-        check_writable(run_config.train.json_out)
-    mode = run_config.parallel.mode
-    if mode == "single":
-        from gnnpipe.trainer.single import train_single
+    env = environment.torchrun_env()
+    reports = env is None or env.rank == 0
+    if run_config.train.json_out and reports:
+        check_writable(run_config.train.json_out)  # before the (maybe long) load
+    tc = run_config.train
+    if tc.checkpoint_dir:
+        check_writable(str(Path(tc.checkpoint_dir) / "manifest.json"), "train.checkpoint_dir")
+    if reports and tc.metrics_jsonl:
+        check_writable(tc.metrics_jsonl, "train.metrics_jsonl")
+    if reports and tc.tensorboard:
+        from gnnpipe.trainer.sinks import check_tensorboard
 
-        record = train_single(run_config, graph)
+        check_tensorboard()
+        check_writable(str(Path(tc.tensorboard) / "events"), "train.tensorboard")
+    t_load = time.time()
+    if callable(graph):
+        graph = graph()
+    graph.validate()
+    load_s = time.time() - t_load
+    if reports and not bool(graph.val_mask.any()):
+        logging.getLogger("gnnpipe.train").warning(
+            "%s has no validation vertices: the best epoch is the last evaluated one and patience does not apply",
+            graph.name or "the graph")
+    layout = resolve_layout(run_config, graph.num_nodes,
+                            launcher_world_size=None if env is None else env.world_size,
+                            local_world_size=None if env is None else env.local_world_size)
+    from gnnpipe.trainer.record import graph_summary
+
+    g = graph.remove_self_loops()
+    dataset = graph_summary(graph)
+    job = Job(config=run_config, layout=layout, dataset=dataset,
+              self_loops_removed=int(graph.num_edges - g.num_edges), t_start=time.time(),
+              resume_from=_resume_point(run_config, layout, dataset),
+              startup={"process_start_unix_s": _process_start_unix_s(), "load_s": load_s})
+    if layout.mode == "single":
+        record = _train_in_process(job, g)
     else:
-        entry = _engine_entry()
-        if entry is None:
-            raise ConfigError(f"parallel.mode: mode {mode} is not available yet, found no distributed engine")
-        record = entry(run_config, graph)
+        from gnnpipe.trainer.distributed import run_distributed
+
+        record = run_distributed(job, g)
     if record is not None and run_config.train.json_out:
         from gnnpipe.trainer.record import write_json_atomic
 
@@ -81,6 +110,48 @@ def run(run_config: RunConfig, graph: Any) -> dict[str, Any] | None:
             raise ConfigError(f"train.json_out: expected a writable path, found {run_config.train.json_out!r} "
                               f"({exc.strerror or exc})") from None
     return record
+
+
+def _process_start_unix_s() -> float | None:
+    """When this process started (Linux: /proc), for the record's start-up split; None
+    where it cannot be read."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("btime"))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _resume_point(run_config: RunConfig, layout: Any, dataset: dict[str, Any]) -> str | None:
+    """With ``train.resume``: the newest complete checkpoint, checked against this run
+    (ConfigError naming what differs); None to start afresh."""
+    from gnnpipe.trainer.checkpoint import check_compatible, find_latest
+
+    tc = run_config.train
+    if not tc.resume:
+        return None
+    found = find_latest(tc.checkpoint_dir)  # type: ignore[arg-type]
+    if found is None:
+        logging.getLogger("gnnpipe.train").info("no complete checkpoint in %s: starting afresh", tc.checkpoint_dir)
+        return None
+    check_compatible(found, run_config.to_dict(), layout.as_dict(), dataset)
+    return str(found.folder)
+
+
+def _train_in_process(job: Any, graph: Any) -> dict[str, Any] | None:
+    """Single mode: this process is the one worker, with a one-rank communicator."""
+    import torch
+
+    from gnnpipe.engine.comm import Comm
+    from gnnpipe.trainer.worker import train_rank
+
+    from gnnpipe.engine.fault_hooks import maybe_inject_failure
+
+    device = torch.device(job.layout.device_type)
+    return train_rank(job, rank=0, device=device, comm=Comm(0, 1, device), graph=graph, chunked=None,
+                      before_epoch=lambda e: maybe_inject_failure(0, e))
 
 
 def train(graph: Any, model_config: ModelConfig | None = None, train_config: TrainConfig | None = None,
@@ -110,17 +181,8 @@ def train(graph: Any, model_config: ModelConfig | None = None, train_config: Tra
     return run(cfg, graph)
 
 
-def load_graph(data_config: DataConfig) -> Any:
-    """The graph that ``data_config`` names, via ``gnnpipe.data.load_dataset``."""
-    from gnnpipe import data
-
-    return data.load_dataset(data_config.dataset, root=data_config.resolved_root(), **data_config.options)
-
-
 def train_from_config(run_config: RunConfig) -> dict[str, Any] | None:
     """Load ``run_config.data`` and train on it; the record (rank 0) or None."""
-    if not isinstance(run_config, RunConfig):
-        raise ConfigError(f"run_config: expected a RunConfig, found {type(run_config).__name__}")
-    if run_config.train.json_out and _reports():
-        check_writable(run_config.train.json_out)  # before the (maybe long) load
-    return run(run_config, load_graph(run_config.data))
+    from gnnpipe.data import load_from_config
+
+    return run(run_config, lambda: load_from_config(run_config.data))

@@ -8,9 +8,11 @@ override ``--config FILE.toml``, which overrides the defaults. Booleans take
 options are ``--data-option KEY=VALUE`` (repeatable).
 
 Exit codes: 0 done; 2 bad input (one line on stderr, nothing written); 1 a worker
-failed; 130 interrupted. Under ``torchrun`` (``RANK``/``WORLD_SIZE``/``LOCAL_RANK``
-set) the process acts as one worker of ``gnnpipe.engine.run_distributed``; only rank
-0 prints the summary and writes ``--json-out``.
+failed; 3 training diverged (a loss or gradient turned NaN or infinite: one line
+naming the epoch and where; the record is written, its ``summary.diverged`` says so);
+130 interrupted (SIGINT); 143 terminated (SIGTERM: every worker is stopped first). Under ``torchrun`` (:func:`gnnpipe.engine.environment.torchrun_env`)
+the process acts as one worker of the run; only rank 0 prints the summary and writes
+``--json-out``.
 """
 
 from __future__ import annotations
@@ -18,15 +20,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import os
 import sys
 import typing
 from typing import Any, Sequence
 
 from gnnpipe.config import SECTIONS, RunConfig, read_toml
-from gnnpipe.errors import ConfigError, GnnpipeInputError, WorkerFailedError
+from gnnpipe.errors import ConfigError, GnnpipeInputError, RunTerminated, WorkerFailedError
 
-__all__ = ["build_parser", "parse_config", "main", "torchrun_env"]
+__all__ = ["build_parser", "parse_config", "main"]
 
 PROG = "python -m gnnpipe.train"
 _DEST_SEP = "__"  # argparse dest = section__field
@@ -176,31 +177,13 @@ def parse_config(argv: Sequence[str] | None) -> tuple[RunConfig, set[str]]:
     return RunConfig.from_dict({}, overrides, source="command line"), given
 
 
-def torchrun_env() -> dict[str, int] | None:
-    """``{rank, world_size, local_rank}`` when launched by torchrun, else None."""
-    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-    if not all(k in os.environ for k in keys):
-        return None
-    try:
-        return {k.lower(): int(os.environ[k]) for k in keys}
-    except ValueError:
-        raise ConfigError(
-            "environment: expected integer RANK, WORLD_SIZE and LOCAL_RANK, found "
-            + ", ".join(f"{k}={os.environ[k]!r}" for k in keys)
-        ) from None
-
-
 def _torchrun_config(cfg: RunConfig, given: set[str], world_size: int) -> RunConfig:
     """Under torchrun the worker count is WORLD_SIZE: fill it in (and re-derive the
-    chunks and ways that depend on it) when neither a flag nor the file set it."""
+    chunks and ways that depend on it) when neither a flag nor the file set it. What
+    cannot run under torchrun (single mode, workers != WORLD_SIZE) is refused where
+    the layout is resolved (:func:`gnnpipe.engine.layout.resolve_layout`)."""
     p = cfg.parallel
-    if p.mode == "single":
-        raise ConfigError(f"parallel.mode: expected graph, pipeline or hybrid under torchrun "
-                          f"(WORLD_SIZE={world_size}), found 'single'")
-    if "parallel.workers" in given:
-        if p.workers != world_size:
-            raise ConfigError(f"parallel.workers: expected WORLD_SIZE={world_size} under torchrun, "
-                              f"found {p.workers}")
+    if p.mode == "single" or "parallel.workers" in given:
         return cfg
     d = cfg.to_dict()
     d["parallel"]["workers"] = world_size
@@ -213,21 +196,22 @@ def _torchrun_config(cfg: RunConfig, given: set[str], world_size: int) -> RunCon
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (see the module docstring)."""
-    from gnnpipe.trainer.progress import setup_logging
+    from gnnpipe.engine.environment import torchrun_env
+    from gnnpipe.logs import setup_logging
 
     rank = 0
     try:
         env = torchrun_env()
         if env is not None:
-            rank = env["rank"]
+            rank = env.rank
         cfg, given = parse_config(argv)
         setup_logging(cfg.train.log_level, rank=rank)
         log = logging.getLogger("gnnpipe.cli")
         from gnnpipe import api
 
         if env is not None:
-            # One worker of a torchrun launch; run_distributed detects it (E1).
-            cfg = _torchrun_config(cfg, given, env["world_size"])
+            # One worker of a torchrun launch: the entry joins it as one worker.
+            cfg = _torchrun_config(cfg, given, env.world_size)
         log.debug("config: %s", cfg.to_dict())
         record = api.train_from_config(cfg)  # None on ranks other than 0
         if rank == 0 and record is not None:
@@ -236,6 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(summary_line(record), flush=True)
             if cfg.train.json_out:
                 log.info("record written to %s", cfg.train.json_out)
+            diverged = record["summary"]["diverged"]
+            if diverged is not None:
+                print(f"error: training diverged at epoch {diverged['epoch']} ({diverged['where']}): "
+                      f"{diverged['what']}", file=sys.stderr, flush=True)
+                return 3
         return 0
     except GnnpipeInputError as exc:
         print(f"error: {_one_line(exc)}", file=sys.stderr, flush=True)
@@ -246,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr, flush=True)
         return 130
+    except RunTerminated as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)  # error: terminated (SIGTERM)
+        return exc.exit_code  # 143
 
 
 def _one_line(exc: BaseException) -> str:

@@ -54,6 +54,9 @@ DEFAULT_LAYOUT: tuple[str, int] = ("pipeline", 2)
 DATA_ROOT_ENV = "GNNPIPE_DATA_ROOT"
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: The largest ``train.seed``: every stream derived from it (weights, each worker's
+#: dropout, the chunk order) must fit torch's 64-bit generator seed.
+MAX_SEED = 2**32 - 1
 
 
 def _meta(help: str, *, choices: tuple[Any, ...] | None = None, flag: str | None = None,
@@ -208,9 +211,10 @@ class ModelConfig(_Checked):
     lambda_: float = field(default=0.5, metadata=_meta(
         "GCNII identity-mapping strength lambda (> 0; beta_l = log(lambda/l + 1))", flag="lambda"))
     input_proj: bool | None = field(default=None, metadata=_meta(
-        "use a linear input projection F -> H (default: the model's own choice)"))
+        "use a linear input projection F -> H (default: on for gcnii and resgcn+, which need it; "
+        "off for gcn, sage and mlp, as PyG's models.GCN)"))
     classifier: bool | None = field(default=None, metadata=_meta(
-        "use a linear classifier H -> classes (default: the model's own choice)"))
+        "use a linear classifier H -> classes (default: as input_proj)"))
 
     def _check(self) -> None:
         self._need(self.layers >= 1, "layers", "an integer >= 1")
@@ -255,6 +259,16 @@ class TrainConfig(_Checked):
         "log one progress line every N epochs (>= 1)"))
     json_out: str | None = field(default=None, metadata=_meta(
         "write the result record as JSON to this path (atomically, at the end)", metavar="PATH"))
+    metrics_jsonl: str | None = field(default=None, metadata=_meta(
+        "write each epoch's record entry to this JSON-lines file as it happens (flushed)", metavar="PATH"))
+    tensorboard: str | None = field(default=None, metadata=_meta(
+        "write TensorBoard scalars into this folder (needs the tensorboard extra)", metavar="DIR"))
+    checkpoint_dir: str | None = field(default=None, metadata=_meta(
+        "write checkpoints (one shard per worker and a manifest) into this folder", metavar="DIR"))
+    checkpoint_every: int = field(default=10, metadata=_meta(
+        "checkpoint every N epochs (>= 1), and at the end of the run"))
+    resume: bool = field(default=False, metadata=_meta(
+        "continue from the newest complete checkpoint in checkpoint_dir (start afresh if it has none)"))
 
     def __post_init__(self) -> None:
         if isinstance(self.log_level, str):
@@ -269,10 +283,17 @@ class TrainConfig(_Checked):
                    or (math.isfinite(self.layer_weight_decay) and self.layer_weight_decay >= 0),
                    "layer_weight_decay", "a value >= 0 or null")
         self._need(self.eval_every >= 1, "eval_every", "an integer >= 1")
-        self._need(self.seed >= 0, "seed", "an integer >= 0")
+        self._need(0 <= self.seed <= MAX_SEED, "seed", f"an integer in [0, {MAX_SEED}]")
         self._need(self.patience is None or self.patience >= 1, "patience", "an integer >= 1 or null")
         self._need(self.log_every >= 1, "log_every", "an integer >= 1")
         self._need(self.json_out is None or bool(self.json_out.strip()), "json_out", "a file path")
+        self._need(self.checkpoint_dir is None or bool(self.checkpoint_dir.strip()), "checkpoint_dir",
+                   "a folder path")
+        self._need(self.checkpoint_every >= 1, "checkpoint_every", "an integer >= 1")
+        for name in ("metrics_jsonl", "tensorboard"):
+            self._need(getattr(self, name) is None or bool(getattr(self, name).strip()), name, "a path")
+        self._need(not self.resume or self.checkpoint_dir is not None, "resume",
+                   "a checkpoint_dir to resume from (resume needs --checkpoint-dir)")
 
     @property
     def torch_dtype(self) -> Any:
@@ -282,15 +303,6 @@ class TrainConfig(_Checked):
 
 
 # ----------------------------------------------------------------------- parallel
-def _cuda_available() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # pragma: no cover - torch is a dependency
-        return False
-
-
 @dataclass(frozen=True)
 class ParallelConfig(_Checked):
     """How the work is spread over workers (DESIGN.md 1, 4-6).
@@ -367,13 +379,10 @@ class ParallelConfig(_Checked):
                 )
             self._need(all(x >= 1 for x in self.stage_split), "stage_split", "entries >= 1")
         self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
-        if self.device == "cuda" and not _cuda_available():
-            raise ConfigError("parallel.device: expected a usable device, found 'cuda' but CUDA is not available")
-        if self.backend == "nccl" and (self.device == "cpu" or not _cuda_available()):
-            raise ConfigError(
-                "parallel.backend: expected gloo without CUDA, found 'nccl' but "
-                + ("device is cpu" if self.device == "cpu" else "CUDA is not available")
-            )
+        if self.backend == "nccl" and self.device == "cpu":
+            raise ConfigError("parallel.backend: expected gloo with device cpu, found 'nccl'")
+        # Whether CUDA is there is a question about the machine, not the config: it is
+        # asked where the run starts (gnnpipe.engine.layout.resolve_layout).
 
     @property
     def stages(self) -> int:
@@ -383,18 +392,6 @@ class ParallelConfig(_Checked):
         if self.mode == "hybrid":
             return int(self.workers) // int(self.ways)  # type: ignore[arg-type]
         return 1
-
-    def resolved_device(self) -> str:
-        """``cpu`` or ``cuda``."""
-        if self.device == "auto":
-            return "cuda" if _cuda_available() else "cpu"
-        return self.device
-
-    def resolved_backend(self) -> str:
-        """``gloo`` or ``nccl``."""
-        if self.backend is not None:
-            return self.backend
-        return "nccl" if self.resolved_device() == "cuda" else "gloo"
 
     def layer_split(self, layers: int) -> tuple[int, ...]:
         """Layers per stage: ``stage_split``, or the equal split (earlier stages take
@@ -418,8 +415,8 @@ SECTIONS: dict[str, type] = {
 @dataclass(frozen=True)
 class RunConfig:
     """One complete run: data, model, training and parallel layout, with the checks
-    that need more than one of them. ``check_against_graph`` adds those that need
-    the graph's size."""
+    that need more than one of them. What needs the graph or the machine is checked
+    where the run starts (:func:`gnnpipe.engine.layout.resolve_layout`)."""
 
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -441,15 +438,6 @@ class RunConfig:
             raise ConfigError(
                 f"parallel.stage_split: expected entries summing to model.layers={m.layers}, "
                 f"found {list(p.stage_split)} (sum {sum(p.stage_split)})"
-            )
-
-    # ------------------------------------------------------------ graph checks
-    def check_against_graph(self, num_nodes: int) -> None:
-        """Checks that need the graph: no more chunks than vertices."""
-        if self.parallel.chunks > num_nodes:  # type: ignore[operator]
-            raise ConfigError(
-                f"parallel.chunks: expected at most N={num_nodes} (the number of vertices), "
-                f"found {self.parallel.chunks}"
             )
 
     # ---------------------------------------------------------- dict and TOML
@@ -506,6 +494,9 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"config file {str(p)!r}: expected a TOML file, found a directory") from None
     except OSError as exc:
         raise ConfigError(f"config file {str(p)!r}: expected a readable file, found {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r}: expected a UTF-8 TOML file, found a byte that is not "
+                          f"UTF-8 at offset {exc.start}") from None
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc).splitlines()[0] if str(exc) else "a syntax error"
         raise ConfigError(f"config file {str(p)!r}: expected valid TOML, found {msg}") from None

@@ -31,3 +31,30 @@ class WorkerFailedError(RuntimeError):
     def __init__(self, rank: int, message: str) -> None:
         super().__init__(f"worker rank {rank} failed: {message}")
         self.rank = rank
+
+
+class RunTerminated(BaseException):
+    """The launcher was asked to stop (SIGTERM) and has stopped every worker.
+
+    Like :class:`KeyboardInterrupt` it derives from :class:`BaseException`, so that
+    an ``except Exception`` on the way up cannot swallow a request to terminate. It
+    is not bad input: the CLI prints ``error: terminated (SIGTERM)`` and exits with
+    :attr:`exit_code` (``128 + signum``, 143 for SIGTERM, as a shell reports it).
+    """
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = int(signum)
+        try:
+            name = signal.Signals(self.signum).name
+        except ValueError:
+            name = f"signal {self.signum}"
+        super().__init__(f"terminated ({name})")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.signum,))

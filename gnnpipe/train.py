@@ -1,39 +1,28 @@
 """``python -m gnnpipe.train``: train a deep GNN from the command line.
 
-See :mod:`gnnpipe.cli` for the flags (generated from :mod:`gnnpipe.config`) and the
-exit codes. ``main(argv) -> int`` is also the ``gnnpipe-train`` console script.
+The flags are generated from :mod:`gnnpipe.config`; :func:`gnnpipe.cli.main` parses
+them and is also the ``gnnpipe-train`` console script. This module only runs it.
 
-This module shares its name with the library function ``gnnpipe.train``: importing
-it would replace that attribute of the package with the module. So the module is
-made callable and forwards calls to :func:`gnnpipe.api.train`, and
-``gnnpipe.train(graph, ...)`` works whether or not this module was imported.
+The library function ``gnnpipe.train(graph, ...)`` (:func:`gnnpipe.api.train`) shares
+this module's name. Running the module with ``-m`` does not touch it, but importing
+the module binds the package attribute ``gnnpipe.train`` to the module (Python's
+import system does that for every submodule), so an import warns and says what to
+call instead.
 """
 
 from __future__ import annotations
 
 import sys
-import types
-from typing import Any, Sequence
+import warnings
+
+from gnnpipe.cli import main
 
 __all__ = ["main"]
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``), train, return the exit code."""
-    from gnnpipe.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-class _CallableModule(types.ModuleType):
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from gnnpipe.api import train
-
-        return train(*args, **kwargs)
-
-
-if __name__ != "__main__":
-    sys.modules[__name__].__class__ = _CallableModule
-
 if __name__ == "__main__":
     sys.exit(main())
+elif __name__ == __spec__.name:  # imported, not run (a spawned worker runs it as __mp_main__)
+    warnings.warn("gnnpipe.train is the command-line module; importing it makes gnnpipe.train refer to "
+                  "this module, not to the training function: call gnnpipe.api.train(...) (or gnnpipe.train "
+                  "without importing this module), and gnnpipe.cli.main(argv) for the command line",
+                  stacklevel=2)

@@ -33,14 +33,24 @@ def test_readme_example_runs(capsys):
     assert float(printed[0]) == rec["best"]["test_acc"]
 
 
-def test_train_still_works_after_importing_the_cli_module():
-    import gnnpipe
-    import gnnpipe.train  # noqa: F401  (the module shares the function's name)
-    from tests.trainer.helpers import easy_graph
+def test_train_is_the_function_and_importing_the_cli_module_warns():
+    import sys
+    import warnings
 
-    rec = gnnpipe.train(easy_graph(num_nodes=120), gnnpipe.ModelConfig(model="gcn", layers=2, hidden=8),
-                        gnnpipe.TrainConfig(epochs=2), gnnpipe.ParallelConfig(mode="single"))
-    assert rec["summary"]["epochs_run"] == 2 and rec["dataset"]["name"] == "easy"
+    import gnnpipe
+    from gnnpipe.api import train
+
+    assert gnnpipe.train is train
+    sys.modules.pop("gnnpipe.train", None)
+    try:
+        with pytest.warns(UserWarning, match="gnnpipe.train is the command-line module"):
+            import gnnpipe.train  # noqa: F401
+    finally:
+        sys.modules.pop("gnnpipe.train", None)
+        gnnpipe.__dict__.pop("train", None)  # back to the package's own attribute
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert gnnpipe.train is train
 
 
 def test_train_from_config_loads_the_dataset_and_writes_json(tmp_path):

@@ -1,14 +1,12 @@
-"""gnnpipe.engine: the distributed modes (graph, pipeline, hybrid).
+"""gnnpipe.engine: how each mode executes on its workers.
 
-``run_distributed(run_config, graph=None)`` starts the workers on this machine (or,
-under torchrun, is one of them) and returns rank 0's result record. Inside a worker,
-:class:`~gnnpipe.engine.context.WorkerContext` and :class:`~gnnpipe.engine.comm.Comm`
-are what a mode runner (:data:`~gnnpipe.engine.driver.RUNNERS`) is built on.
+:mod:`~gnnpipe.engine.layout` resolves and validates the parallel layout once;
+:mod:`~gnnpipe.engine.comm` is the only module that talks to other workers;
+:mod:`~gnnpipe.engine.launch` starts local workers or joins a torchrun launch; the
+mode runners (:data:`gnnpipe.engine.runners.RUNNERS`: single, graph, pipeline,
+hybrid) implement :class:`~gnnpipe.engine.context.ModeRunner`, which the one epoch
+loop (:mod:`gnnpipe.trainer.loop`) drives. Pipeline and hybrid are a
+:class:`~gnnpipe.engine.stage.Stage` (what a rank owns), a schedule as data
+(:mod:`~gnnpipe.engine.schedule`) and its executor (:mod:`~gnnpipe.engine.executor`).
+Submodules are imported on use.
 """
-
-from gnnpipe.engine.comm import KINDS, Comm
-from gnnpipe.engine.context import EpochStats, ModeRunner, WorkerContext
-from gnnpipe.engine.driver import RUNNERS, get_runner, run_distributed, validate_layout
-
-__all__ = ["run_distributed", "validate_layout", "get_runner", "RUNNERS", "KINDS", "Comm",
-           "WorkerContext", "EpochStats", "ModeRunner"]

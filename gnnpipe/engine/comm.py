@@ -52,15 +52,25 @@ from typing import Any, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 
-from gnnpipe.trainer.record import BYTE_KINDS
-
 __all__ = ["KINDS", "Comm", "Handle", "P2P"]
 
 logger = logging.getLogger(__name__)
 
-#: Payload kinds counted by the communicator: the record's byte kinds, defined once
-#: in :mod:`gnnpipe.trainer.record` (which reports them).
-KINDS: tuple[str, ...] = BYTE_KINDS
+#: Payload kinds counted by the communicator, in the order every per-kind figure is
+#: listed: pipeline stage boundaries (forward activations, backward gradients), halo
+#: exchange between chunks (rows forward, their gradients backward), the weight
+#: all-reduce of data-parallel replicas, and whatever the full-graph evaluation sends
+#: (its stage activations and halo rows, apart from training's). Defined here, where
+#: the bytes are counted; the result record (:mod:`gnnpipe.trainer.record`) reports
+#: them under these names.
+KINDS: tuple[str, ...] = (
+    "stage_activations",
+    "stage_gradients",
+    "halo_rows",
+    "halo_gradients",
+    "weight_allreduce",
+    "evaluation",
+)
 
 
 class P2P(NamedTuple):

@@ -1,29 +1,38 @@
 """What every mode runner is given, and what it reports per epoch.
 
-A :class:`WorkerContext` is built once per worker process by the driver, after the
-process group is up: it holds this worker's rank and device, the run configuration,
-the chunked graph (partitioned once, shared by every worker), the communicator and
-the FULL model. The model is built with ``torch.manual_seed(config.train.seed)`` on
+A :class:`WorkerContext` is built once per worker process (by
+:mod:`gnnpipe.trainer.worker`), after the process group is up: it holds this worker's
+rank and device, the resolved layout, the run configuration, the graph (chunked once,
+shared by every worker; whole in single mode), the communicator and the FULL model. The model is built with ``torch.manual_seed(config.train.seed)`` on
 every rank, identically, so that its parameters equal those of ``single`` mode; a
 runner keeps (and moves to its device) only the parameters it owns.
 
 :class:`ModeRunner` is the protocol that the graph, pipeline and hybrid runners
-implement; the driver (:mod:`gnnpipe.engine.driver`) calls nothing else.
+implement (single mode too, with a one-rank communicator); the epoch loop
+(:mod:`gnnpipe.trainer.loop`) calls nothing else.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
     from gnnpipe.config import RunConfig
+    from gnnpipe.data import Graph
     from gnnpipe.engine.comm import Comm
+    from gnnpipe.engine.layout import Layout
     from gnnpipe.partition import ChunkedGraph
 
-__all__ = ["WorkerContext", "EpochStats", "ModeRunner"]
+__all__ = ["WorkerContext", "EpochStats", "ModeRunner", "ReplicaState", "sync"]
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA), so that a wall-clock reading covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 @dataclass
@@ -31,27 +40,34 @@ class WorkerContext:
     """Everything one worker process needs to run its share of a mode.
 
     Attributes:
-        rank / world_size: this worker's place in the default process group.
+        rank: this worker's place in the default process group.
+        layout: the resolved layout (degrees, rank arithmetic), identical on every rank.
         device: ``cuda:LOCAL_RANK`` with CUDA, else ``cpu``.
         dtype: the floating-point type of weights and activations (``train.dtype``).
         config: the run configuration (identical on every rank).
-        chunked: the partitioned graph (``.graph`` reordered, self-loops removed;
-            ``.plans``; ``.partition``; ``.stats``), identical on every rank.
+        graph: the graph the runner trains on (self-loops removed; reordered by the
+            partition in the distributed modes).
+        chunked: the partitioned graph (``.graph`` is ``graph``; ``.plans``;
+            ``.partition``; ``.stats``), identical on every rank; None in single mode.
         comm: the communicator; the only way a runner talks to other workers.
         model: the FULL model on the CPU, seeded identically on every rank.
         local_rank: the index of the worker on its node (selects the GPU).
     """
 
     rank: int
-    world_size: int
+    layout: "Layout"
     device: torch.device
     dtype: torch.dtype
     config: "RunConfig"
-    chunked: "ChunkedGraph"
+    graph: "Graph"
+    chunked: "ChunkedGraph | None"
     comm: "Comm"
     model: Any  # gnnpipe.models.DeepGNN
     local_rank: int = 0
-    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return self.layout.world_size
 
 
 @dataclass(frozen=True)
@@ -78,6 +94,11 @@ class ModeRunner(Protocol):
 
     def __init__(self, ctx: WorkerContext) -> None: ...
 
+    def prepare(self) -> dict[str, Any]:
+        """Once, before the first epoch (not on a resume): e.g. the history start.
+        Returns what it measured (``bytes`` sent by kind, ``time_s``)."""
+        ...
+
     def train_epoch(self, epoch: int) -> EpochStats:
         """One forward and backward over the whole graph and one optimizer step."""
         ...
@@ -87,8 +108,18 @@ class ModeRunner(Protocol):
         workers, identical on every rank."""
         ...
 
-    def predicted_bytes(self) -> dict[str, int]:
-        """DESIGN.md 7 prediction for one training epoch, TOTAL over all ranks, by kind."""
+    def predicted_bytes(self) -> dict[str, int] | None:
+        """DESIGN.md 7 prediction for one training epoch, TOTAL over all ranks, by kind
+        (None where the mode sends nothing: single)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything this rank needs to continue bit for bit after a restart (its
+        parameters, optimizer state, historical buffers), for a checkpoint shard."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` of the same rank of the same layout."""
         ...
 
     def owned_parameters(self) -> dict[str, torch.Tensor]:
@@ -101,3 +132,22 @@ class ModeRunner(Protocol):
 
         Shapes: int64 [R], [R, num_classes]."""
         ...
+
+
+class ReplicaState:
+    """The checkpoint state and owned parameters of a runner that holds the WHOLE
+    model and steps all of it (single mode; graph mode, whose ranks are replicas): its
+    parameters and its optimizer, nothing else (no history)."""
+
+    model: Any
+    optimizer: Any
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def owned_parameters(self) -> dict[str, torch.Tensor]:
+        return dict(self.model.named_parameters())

@@ -34,8 +34,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gnnpipe.engine.context import EpochStats, WorkerContext
-from gnnpipe.errors import ConfigError
+from gnnpipe.engine.comm import KINDS
+from gnnpipe.engine.context import EpochStats, ReplicaState, WorkerContext, sync
+from gnnpipe.models.objective import evaluation_metrics, evaluation_sums, training_loss
 
 __all__ = ["GraphRunner", "HaloExchanger", "predicted_graph_bytes"]
 
@@ -131,8 +132,6 @@ def predicted_graph_bytes(model: Any, M: int, world_size: int, element_size: int
 
     ``model`` gives the layer input widths (``model.layer_dims``) and ``|theta|``.
     """
-    from gnnpipe.engine.comm import KINDS
-
     out = dict.fromkeys(KINDS, 0)
     widths = sum(int(d) for d in model.layer_dims[1:model.num_layers])  # inputs of layers 2..L
     out["halo_rows"] = out["halo_gradients"] = element_size * int(M) * widths
@@ -141,12 +140,7 @@ def predicted_graph_bytes(model: Any, M: int, world_size: int, element_size: int
     return out
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-class GraphRunner:
+class GraphRunner(ReplicaState):
     """The ``graph`` mode runner (:class:`gnnpipe.engine.context.ModeRunner`).
 
     Rank p owns chunk p (``config.parallel.chunks == world_size``) and a full replica
@@ -155,15 +149,11 @@ class GraphRunner:
 
     def __init__(self, ctx: WorkerContext) -> None:
         from gnnpipe.kernels import ChunkOps
-        from gnnpipe.trainer.optim import model_optimizer
+        from gnnpipe.models.model import model_input
+        from gnnpipe.models.optim import model_optimizer
 
         cfg = ctx.config
         chunked = ctx.chunked
-        if chunked.num_chunks != ctx.world_size:
-            raise ConfigError(
-                f"parallel.chunks: expected workers={ctx.world_size} chunks in graph mode, "
-                f"found {chunked.num_chunks}"
-            )
         self.ctx = ctx
         self.comm = ctx.comm
         self.device = ctx.device
@@ -174,7 +164,8 @@ class GraphRunner:
         self.ops = ChunkOps.build(plan, device=ctx.device, dtype=ctx.dtype, backend=cfg.parallel.kernel_backend)
         self.exchanger = HaloExchanger(chunked.plans, ctx.rank, ctx.comm, ctx.device)
         # X is replicated: this worker reads the features of its own AND halo rows.
-        self.x_local = g.features[plan.local_global_nid].to(device=ctx.device, dtype=ctx.dtype)
+        self.x_local = model_input(ctx.model, g.features[plan.local_global_nid], device=ctx.device,
+                                   dtype=ctx.dtype)
         own = slice(plan.row_start, plan.row_end)
         self.labels = g.labels[own].to(ctx.device)
         self.masks = tuple(m[own].to(ctx.device) for m in (g.train_mask, g.val_mask, g.test_mask))
@@ -206,12 +197,14 @@ class GraphRunner:
         return model.decode(h_own)
 
     # ------------------------------------------------------------------ protocol
+    def prepare(self) -> dict[str, Any]:
+        """Nothing to start: graph mode keeps no history."""
+        return {"bytes": self.comm.take_counters(), "time_s": 0.0}
+
     def train_epoch(self, epoch: int) -> EpochStats:
         """One forward/backward over the whole graph, summed gradients, one step."""
-        from gnnpipe.trainer.evaluate import training_loss
-
-        # The driver has taken the counters of whatever came before (evaluation).
-        _sync(self.device)
+        # The epoch loop has taken the counters of whatever came before (evaluation).
+        sync(self.device)
         t0 = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
@@ -228,7 +221,7 @@ class GraphRunner:
         self._last_logits = logits.detach()
         # The losses of the parts add up to the full-graph loss (DESIGN.md 3).
         (total_loss,) = self.comm.all_reduce_control([float(loss.detach())])
-        _sync(self.device)
+        sync(self.device)
         wall = time.perf_counter() - t0
         wait = self.comm.take_wait_time()
         return EpochStats(loss=total_loss, bytes_sent=self.comm.take_counters(),
@@ -237,8 +230,6 @@ class GraphRunner:
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Exact full-graph inference in eval mode (fresh halo rows at every layer)."""
-        from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums
-
         self.model.eval()
         sums = evaluation_sums(self._forward(training=False), self.labels, self.masks)
         return evaluation_metrics(self.comm.all_reduce_control(sums))
@@ -246,10 +237,6 @@ class GraphRunner:
     def predicted_bytes(self) -> dict[str, int]:
         return predicted_graph_bytes(self.model, self.ctx.chunked.stats.M, self.ctx.world_size,
                                      self.element_size)
-
-    def owned_parameters(self) -> dict[str, Tensor]:
-        # Graph mode replicates the whole model: every rank owns (and steps) all of it.
-        return dict(self.model.named_parameters())
 
     def last_logits(self) -> tuple[Tensor, Tensor] | None:
         if self._last_logits is None:

@@ -1,18 +1,13 @@
 """Mode ``hybrid``: W ways x S stages (DESIGN.md 6).
 
-Rank ``way * S + stage``. Chunks are dealt to ways in contiguous blocks
-(:func:`gnnpipe.engine.schedule.way_blocks`); each way pipelines its block through its
-S stages exactly as pipeline mode does (the executor is
-:class:`gnnpipe.engine.pipeline.StagePipeline`), all ways at the same step. At every
-layer ``l >= 2``, before computing it, a stage sends the input rows of its current
-chunk that chunks of other ways read to the peers of the same stage (kind
-``halo_rows``), which write them into their ``B_l``: fresh there from this step on,
-the older values are historical. Layer 1 needs no exchange: X is replicated on stage 0
-of every way, which encodes all rows itself. In backward, at the same step and layer,
-the gradient that a way's fresh reads gave to those rows goes back to the owner way
-(``halo_gradients``): the reads at later steps were back-propagated already (reverse
-order), the reads at this step just now. Weight gradients are then summed over the W
-ways of each stage (ring all-reduce, ``weight_allreduce``) before the step.
+Rank ``way * S + stage`` (:class:`gnnpipe.engine.layout.Layout`). Chunks are dealt to
+ways in contiguous blocks (:func:`gnnpipe.engine.schedule.way_blocks`); each way
+pipelines its block through its S stages exactly as pipeline mode does (the runner is
+:class:`gnnpipe.engine.pipeline.StageRunner`), all ways at the same step, and the
+stages of one index exchange halo rows across the ways
+(:mod:`gnnpipe.engine.way_exchange`). Layer 1 needs no exchange: X is replicated on
+stage 0 of every way, which encodes all rows itself. Weight gradients are summed over
+the W ways of each stage (ring all-reduce, ``weight_allreduce``) before the step.
 
 ``graph`` mode is the case S = 1, W = P, C = P (every read is fresh, so it is exact);
 ``pipeline`` mode is W = 1.
@@ -31,8 +26,7 @@ from typing import Any
 
 import torch
 
-from gnnpipe.engine.context import WorkerContext
-from gnnpipe.engine.pipeline import StagePipeline, predicted_pipeline_bytes
+from gnnpipe.engine.pipeline import StageRunner, predicted_pipeline_bytes
 from gnnpipe.engine.schedule import way_blocks
 
 __all__ = ["HybridRunner", "predicted_hybrid_bytes", "way_pair_count"]
@@ -60,12 +54,10 @@ def predicted_hybrid_bytes(model: Any, chunked: Any, split: tuple[int, ...], way
     return out
 
 
-class HybridRunner(StagePipeline):
+class HybridRunner(StageRunner):
     """The ``hybrid`` mode runner (:class:`gnnpipe.engine.context.ModeRunner`):
-    ``config.parallel.ways`` ways of ``workers / ways`` stages."""
-
-    def __init__(self, ctx: WorkerContext) -> None:
-        super().__init__(ctx, ways=int(ctx.config.parallel.ways))
+    ``layout.ways`` ways of ``layout.stages`` stages."""
 
     def predicted_bytes(self) -> dict[str, int]:
-        return predicted_hybrid_bytes(self.model, self.ctx.chunked, self.split, self.W, self.element_size)
+        return predicted_hybrid_bytes(self.stage.model, self.ctx.chunked, self.layout.stage_split,
+                                      self.layout.ways, self.element_size)

@@ -1,294 +1,79 @@
-"""Start the workers, join the process group, and end the run when a worker fails.
+"""Start P workers on this machine, watch them, and end the run when one fails.
 
-Two ways to get P workers, ONE code path inside them (:func:`join_process_group`
-reads ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` and
-initialises with ``env://``):
+**local** (:func:`launch_local`): ``python -m gnnpipe.train --mode graph --workers
+2`` starts P processes on this machine (``spawn`` start method). The launcher hosts
+the rendezvous store itself on a port the OS picks (so two runs can never race for
+a port), exactly as torchrun's agent does, and each worker
+(:mod:`~gnnpipe.engine.launch_worker`) sets the same variables torchrun sets, so it
+joins the process group as a torchrun worker does (:mod:`~gnnpipe.engine.environment`).
+The launcher watches the children: a worker that raises or dies (killed, OOM,
+segfault) ends the run, the others are killed, and
+:class:`~gnnpipe.errors.WorkerFailedError` names the rank that failed first. Each
+worker also runs a heartbeat thread; a rank whose heartbeat stops for the stall
+timeout (``GNNPIPE_STALL_TIMEOUT_S``, default 60 s) is *stuck* (stopped by a signal,
+frozen in a call that holds the interpreter): the run ends and the error names that
+rank, not the peers waiting for it. A rank blocked in a transfer or busy in torch
+keeps beating. Rank 0's result comes back through a pipe. SIGTERM at the launcher
+stops every worker and raises :class:`~gnnpipe.errors.RunTerminated` (the CLI exits
+143), as Ctrl-C raises KeyboardInterrupt (130). Because the workers are spawned and
+re-import the main module, a script must start the run under ``if __name__ ==
+"__main__":``; one that does not is refused at once (ConfigError,
+:mod:`~gnnpipe.engine.main_guard`) instead of starting training again in every worker.
 
-* **local** (:func:`launch_local`): ``python -m gnnpipe.train --mode graph --workers
-  2`` starts P processes on this machine (``spawn`` start method). The launcher hosts
-  the rendezvous store itself on a port the OS picks (so two runs can never race for
-  a port), exactly as torchrun's agent does, and sets the same variables torchrun
-  sets. It watches the children: a worker that raises or dies (killed, OOM, segfault)
-  ends the run, the others are killed, and :class:`~gnnpipe.errors.WorkerFailedError`
-  names the rank that failed first. Rank 0's result comes back through a pipe.
-* **torchrun** (:func:`in_torchrun`): each process of ``torchrun --nproc-per-node P
-  [--nnodes N ...] -m gnnpipe.train ...`` is one worker; torchrun watches them.
-
-Device and backend: ``cuda:LOCAL_RANK`` with NCCL where CUDA is present (or when
-``parallel.device`` says so), else the CPU with gloo; ``parallel.backend`` overrides
-the backend. The process-group timeout (``GNNPIPE_DIST_TIMEOUT_S``, default 300 s)
-bounds every blocking transfer, so a worker whose peer vanished without closing its
-sockets still ends instead of hanging.
-
-Test hooks (used only by tests, read by the driver at the start of each epoch):
-``GNNPIPE_TEST_FAIL_RANK=r`` and ``GNNPIPE_TEST_FAIL_EPOCH=e`` (1-based) make rank r
-fail at epoch e; ``GNNPIPE_TEST_FAIL_HOW`` is ``raise`` (default) or ``kill``
-(SIGKILL itself, no report); ``GNNPIPE_TEST_FAIL_MARK=path`` makes the failing rank
-write the wall-clock time of the failure there first (tests measure from it).
+Under **torchrun** none of this runs: torchrun starts and watches the workers
+(:func:`~gnnpipe.engine.environment.torchrun_env` is not None there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import signal
+import threading
 import time
-import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import wait as mp_wait
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
-import torch
+from gnnpipe.engine.environment import dist_timeout_s, stall_timeout_s
+from gnnpipe.engine.launch_worker import _child_main
+from gnnpipe.engine.main_guard import check_main_module_guard
+from gnnpipe.errors import GnnpipeInputError, RunTerminated, WorkerFailedError
 
-from gnnpipe.errors import ConfigError, GnnpipeInputError, WorkerFailedError
+__all__ = ["launch_local"]
 
-__all__ = [
-    "in_torchrun",
-    "env_ranks",
-    "resolve_device",
-    "resolve_backend",
-    "check_layout_resources",
-    "join_process_group",
-    "leave_process_group",
-    "launch_local",
-    "dist_timeout_s",
-    "maybe_inject_failure",
-    "TEST_FAIL_RANK",
-    "TEST_FAIL_EPOCH",
-    "TEST_FAIL_HOW",
-    "TEST_FAIL_MARK",
-]
+logger = logging.getLogger(__name__)
 
-logger = logging.getLogger("gnnpipe.engine.launch")
-
-TEST_FAIL_RANK = "GNNPIPE_TEST_FAIL_RANK"
-TEST_FAIL_EPOCH = "GNNPIPE_TEST_FAIL_EPOCH"
-TEST_FAIL_HOW = "GNNPIPE_TEST_FAIL_HOW"
-TEST_FAIL_MARK = "GNNPIPE_TEST_FAIL_MARK"
-_LOCAL_CHILD = "GNNPIPE_LOCAL_WORKER"
 # After the first failure, how long to collect the other workers' reports before
 # choosing whom to blame: a rank that dies makes its peers' transfers fail a moment
 # later, and the error to report is the cause, not the echo.
 _GRACE_S = 2.0
+# When the run ends for another reason (a peer's transfer timed out), a rank whose
+# heartbeat is older than this (or than the stall timeout, if shorter) is the one that
+# stopped answering: a beating rank is never this late.
+_LATE_BEAT_S = 5.0
+# A pause longer than this between two looks of the launcher at the heartbeats means
+# that the launcher was not running (it looks every 0.2 s): it restarts their clocks.
+_LOOK_GAP_S = 3.0
+# After a successful run, how long the workers get to leave the process group and exit
+# on their own before they are killed.
+_EXIT_GRACE_S = 5.0
 
 
-# ----------------------------------------------------------------------- environment
-def in_torchrun() -> bool:
-    """True when an external launcher (torchrun, or anything setting the ``env://``
-    variables) started this process as one worker."""
-    if os.environ.get(_LOCAL_CHILD) == "1":
-        return False
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+# Whom to blame, first to last: a rank whose heartbeat stopped (its peers' errors are
+# the consequence), one that died without a word, one that raised, one that never
+# started, and last a transfer error that another rank's failure probably caused.
+_BLAME_ORDER = ("stuck", "crash", "error", "unstarted", "echo")
 
 
-def env_ranks() -> tuple[int, int, int, int]:
-    """``(rank, world_size, local_rank, local_world_size)`` from the environment."""
-    try:
-        rank = int(os.environ["RANK"])
-        world = int(os.environ["WORLD_SIZE"])
-        local = int(os.environ.get("LOCAL_RANK", rank))
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    except (KeyError, ValueError) as exc:
-        raise ConfigError(f"environment: expected integer RANK, WORLD_SIZE and LOCAL_RANK, found {exc}") from None
-    return rank, world, local, local_world
-
-
-def dist_timeout_s() -> float:
-    """The process-group timeout in seconds (``GNNPIPE_DIST_TIMEOUT_S``, default 300)."""
-    raw = os.environ.get("GNNPIPE_DIST_TIMEOUT_S", "300")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"GNNPIPE_DIST_TIMEOUT_S: expected a number of seconds, found {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"GNNPIPE_DIST_TIMEOUT_S: expected a value > 0, found {raw!r}")
-    return value
-
-
-def resolve_device(parallel: Any, local_rank: int = 0) -> torch.device:
-    """``cuda:LOCAL_RANK`` when the config resolves to CUDA, else the CPU."""
-    if parallel.resolved_device() == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
-def resolve_backend(parallel: Any) -> str:
-    """``parallel.backend``, else NCCL on CUDA and gloo on the CPU."""
-    return parallel.resolved_backend()
-
-
-def check_layout_resources(parallel: Any, local_world_size: int | None = None) -> None:
-    """Refuse, before any process starts, what the machine cannot run (ConfigError):
-    more workers on this node than GPUs, or gloo with CUDA tensors (gloo has no CUDA
-    point-to-point). The config itself already refused NCCL without CUDA."""
-    dev = parallel.resolved_device()
-    backend = parallel.resolved_backend()
-    local = int(parallel.workers) if local_world_size is None else int(local_world_size)
-    if dev == "cuda":
-        n = torch.cuda.device_count()
-        if local > n:
-            raise ConfigError(
-                f"parallel.workers: expected at most {n} workers on this node (one GPU each), found {local}"
-            )
-        if backend == "gloo" and int(parallel.workers) > 1:
-            raise ConfigError(
-                "parallel.backend: expected nccl with device cuda (gloo has no CUDA point-to-point), found 'gloo'"
-            )
-
-
-# ----------------------------------------------------------------------- worker side
-def set_worker_threads() -> int:
-    """Give each worker on this node an equal share of the cores for intra-op work.
-
-    P workers each running torch's default (one thread per core) oversubscribe the
-    node P times over, and on a CPU node that is many times slower, not a little.
-    torchrun avoids it by exporting OMP_NUM_THREADS=1; an explicit OMP_NUM_THREADS
-    (the user's or torchrun's) is respected here, otherwise the share is
-    ``cores // LOCAL_WORLD_SIZE`` (at least 1). Returns the thread count in force.
-    """
-    if os.environ.get("OMP_NUM_THREADS"):
-        return torch.get_num_threads()
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-    threads = max(1, cores // max(local_world, 1))
-    torch.set_num_threads(threads)
-    return threads
-
-
-def join_process_group(parallel: Any) -> tuple[int, int, int, torch.device]:
-    """Join the default process group from the ``env://`` variables, on this rank's
-    device; returns ``(rank, world_size, local_rank, device)``.
-
-    Under NCCL the GPU is made current first (``torch.cuda.set_device``), as batched
-    p2p and object collectives require.
-    """
-    import torch.distributed as dist
-
-    rank, world, local_rank, _ = env_ranks()
-    set_worker_threads()
-    device = resolve_device(parallel, local_rank)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    backend = resolve_backend(parallel)
-    # NCCL communicators are created lazily, on first use (torch's default): the
-    # communicator makes the per-direction groups up front, which then cost nothing
-    # until used.
-    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=dist_timeout_s()))
-    logger.debug("joined %s process group as rank %d/%d on %s", backend, rank, world, device)
-    return rank, world, local_rank, device
-
-
-def leave_process_group() -> None:
-    """Destroy the default process group (after a successful run only: tearing down a
-    group whose peers are gone can block)."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def maybe_inject_failure(rank: int, epoch: int) -> None:
-    """The test hook of the module docstring: fail here if told to."""
-    want = os.environ.get(TEST_FAIL_RANK)
-    if want is None or int(want) != rank:
-        return
-    at = int(os.environ.get(TEST_FAIL_EPOCH, "1"))
-    if epoch != at:
-        return
-    how = os.environ.get(TEST_FAIL_HOW, "raise")
-    mark = os.environ.get(TEST_FAIL_MARK)
-    if mark:
-        with open(mark, "w") as fh:
-            fh.write(repr(time.time()))
-    if how == "kill":
-        logger.error("test hook: rank %d kills itself (SIGKILL) at epoch %d", rank, epoch)
-        logging.shutdown()
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise RuntimeError(f"test hook: injected failure on rank {rank} at epoch {epoch}")
-
-
-def _looks_like_comm_error(exc: BaseException) -> bool:
-    """A transfer that failed because a peer went away (an echo of another failure)."""
-    import torch.distributed as dist
-
-    if isinstance(exc, getattr(dist, "DistError", ())):
-        return True
-    text = str(exc).lower()
-    return any(s in text for s in ("gloo", "nccl", "connection closed", "connection reset",
-                                   "broken pipe", "timed out", "socket", "peer"))
-
-
-def _child_main(rank: int, world_size: int, port: int, local_world: int, target: Callable[..., Any],
-                payload: bytes, log_level: str, conn: Any, launcher_pid: int) -> None:
-    """Body of one locally launched worker: set torchrun's variables, run ``target``,
-    report to the launcher through ``conn``."""
-    os.environ.update({
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-        "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(local_world),
-        # The launcher hosts the store: every rank connects as a client, as under torchrun.
-        "TORCHELASTIC_USE_AGENT_STORE": "True", _LOCAL_CHILD: "1",
-    })
-    from gnnpipe.trainer.progress import setup_logging
-
-    setup_logging(log_level, rank=rank)
-    _watch_parent(rank, launcher_pid)
-    try:
-        args = pickle.loads(payload)
-        result = target(*args)
-        blob = pickle.dumps(("ok", result if rank == 0 else None))
-    except BaseException as exc:
-        logging.getLogger("gnnpipe.engine").error("rank %d failed: %s: %s\n%s", rank, type(exc).__name__,
-                                                   exc, traceback.format_exc())
-        try:
-            try:
-                exc_blob: bytes | None = pickle.dumps(exc)
-            except Exception:
-                exc_blob = None
-            conn.send(pickle.dumps(("error", f"{type(exc).__name__}: {exc}", _looks_like_comm_error(exc),
-                                    exc_blob)))
-            conn.close()
-        finally:
-            logging.shutdown()
-            os._exit(1)  # no teardown: it could block on dead peers
-    conn.send(blob)
-    conn.close()
-    try:
-        leave_process_group()
-    except Exception:  # pragma: no cover - the run is complete either way
-        pass
-
-
-def _watch_parent(rank: int, parent: int, interval_s: float = 1.0) -> None:
-    """End this worker if the launcher (pid ``parent``) disappears (killed, or stopped
-    by a signal it cannot catch): an orphaned worker would otherwise train on alone,
-    or wait for peers that the launcher's death left behind."""
-    import threading
-
-    def watch() -> None:
-        while True:
-            time.sleep(interval_s)
-            if os.getppid() != parent:
-                logging.getLogger("gnnpipe.engine").error("rank %d: the launcher (pid %d) is gone; exiting",
-                                                          rank, parent)
-                logging.shutdown()
-                os._exit(1)
-
-    threading.Thread(target=watch, name="gnnpipe-parent-watch", daemon=True).start()
-
-
-# ----------------------------------------------------------------------- launcher side
 @dataclass
 class _Failure:
     rank: int
     summary: str
-    is_echo: bool      # a comm error that another rank's failure probably caused
-    crashed: bool      # died without a word (signal, os._exit, OOM killer)
+    kind: str          # one of _BLAME_ORDER
     when: float
     exc: BaseException | None = None
 
@@ -299,70 +84,188 @@ def launch_local(target: Callable[..., Any], world_size: int, args: Sequence[Any
     result.
 
     ``target`` must be a module-level function; ``args`` are pickled once. A worker
-    that raises or dies ends the run within seconds: the others are killed and
-    :class:`WorkerFailedError` names the rank that failed first (a
-    :class:`GnnpipeInputError` raised in a worker is re-raised as itself).
+    that raises or dies ends the run within seconds, one whose heartbeat stops ends it
+    after :func:`stall_timeout_s`: the others are killed and
+    :class:`WorkerFailedError` names that rank (a :class:`GnnpipeInputError` raised in
+    a worker is re-raised as itself). SIGTERM (in the main thread) stops the workers
+    and raises :class:`RunTerminated`. ConfigError, before any process starts, when
+    the main module's unguarded top level started this (module docstring) or a timeout
+    variable is malformed.
     """
     import torch.distributed as dist
     import torch.multiprocessing as tmp
 
+    check_main_module_guard()
+    stall_s = stall_timeout_s()
+    payload = pickle.dumps(tuple(args))
     # The store server lives in the launcher, on a port the OS chose: no port race.
     store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False,
                           timeout=timedelta(seconds=dist_timeout_s()))
-    port = int(store.port)
-    payload = pickle.dumps(tuple(args))
     ctx = tmp.get_context("spawn")
-    procs, conns = [], []
+    beats = ctx.RawArray("q", world_size)      # heartbeat counters, one per rank
+    stopping = ctx.RawValue("b", 0)            # set before the launcher kills the workers
+    procs: list[Any] = []
+    conns: list[Any] = []
+    feeds: list[Any] = []
+    senders: list[threading.Thread] = []
+    with _sigterm_raises() as term:
+        try:
+            for rank in range(world_size):
+                recv_end, send_end = ctx.Pipe(duplex=False)
+                feed_r, feed_w = ctx.Pipe(duplex=False)
+                conns.append(recv_end)
+                feeds.append(feed_w)
+                p = ctx.Process(target=_child_main, name=f"gnnpipe-rank{rank}", daemon=False,
+                                args=(rank, world_size, int(store.port), target, log_level, feed_r, send_end,
+                                      os.getpid(), beats, stopping))
+                procs.append(p)
+                try:
+                    p.start()
+                finally:
+                    send_end.close()  # the child holds its ends now: EOF/EPIPE when it dies
+                    feed_r.close()
+            for rank, feed in enumerate(feeds):
+                t = threading.Thread(target=_feed, args=(rank, feed, payload), name=f"gnnpipe-feed{rank}",
+                                     daemon=True)
+                t.start()
+                senders.append(t)
+            results = _watch(procs, conns, beats, stall_s)
+            _await_exit(procs, _EXIT_GRACE_S)  # let them leave the group; the finally kills the rest
+            return results[0]
+        finally:
+            term.armed = False  # a SIGTERM now must not interrupt the cleanup
+            stopping.value = 1
+            _stop(procs)
+            for t in senders:
+                t.join(timeout=10.0)
+            for c in conns + feeds:
+                c.close()
+            del store
+
+
+class _Terminate:
+    """The SIGTERM handler of a launch: raises :class:`RunTerminated` once, while
+    ``armed``; the launcher disarms it before it stops the workers, and a SIGTERM
+    after that is kept in ``pending`` (raised once the cleanup is over)."""
+
+    def __init__(self) -> None:
+        self.armed = True
+        self.pending: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.armed:
+            self.armed = False
+            raise RunTerminated(signum)
+        self.pending = signum
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[_Terminate]:
+    """While the workers run, SIGTERM raises :class:`RunTerminated` in this (main)
+    thread, so that the launcher's ``finally`` stops them; the previous handler is
+    restored afterwards. Off the main thread (where Python cannot install handlers)
+    nothing changes."""
+    term = _Terminate()
+    if threading.current_thread() is not threading.main_thread():
+        yield term
+        return
+    previous = signal.signal(signal.SIGTERM, term)
     try:
-        for rank in range(world_size):
-            recv_end, send_end = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_child_main, name=f"gnnpipe-rank{rank}", daemon=False,
-                            args=(rank, world_size, port, world_size, target, payload, log_level, send_end,
-                                  os.getpid()))
-            p.start()
-            send_end.close()
-            procs.append(p)
-            conns.append(recv_end)
-        return _watch(procs, conns)[0]
+        yield term
     finally:
-        _stop(procs)
-        for c in conns:
-            c.close()
-        del store
+        # None: a handler installed outside Python, which cannot be put back.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    if term.pending is not None:  # arrived during the cleanup of a run that had succeeded
+        raise RunTerminated(term.pending)
 
 
-def _watch(procs: list[Any], conns: list[Any]) -> list[Any]:
+def _feed(rank: int, feed: Any, payload: bytes) -> None:
+    """Send the pickled arguments to one worker (a thread per worker: a large payload
+    blocks until that worker reads it, and a worker that died or stopped must not hold
+    up the others or the watch)."""
+    try:
+        feed.send_bytes(payload)
+    except OSError as exc:  # the worker is gone (the watch reports that) or the run ended
+        logger.debug("rank %d: arguments not delivered: %s: %s", rank, type(exc).__name__, exc)
+
+
+def _load_exception(blob: bytes | None, unsendable: str | None) -> tuple[BaseException | None, str | None]:
+    """A worker's exception object, or None and the reason it did not arrive."""
+    if blob is None:
+        return None, unsendable
+    try:
+        return pickle.loads(blob), None
+    except Exception as err:  # the worker checked the round trip; report it anyway
+        logger.warning("a worker's exception could not be unpickled in the launcher: %s: %s",
+                       type(err).__name__, err)
+        return None, f"{type(err).__name__}: {err}"
+
+
+def _watch(procs: list[Any], conns: list[Any], beats: Any, stall_s: float) -> list[Any]:
+    """Every worker's result once all have reported; raises (:func:`_raise_blame`)
+    once one failed, died or stopped beating, after a short grace for the reports
+    of the others."""
     n = len(procs)
+    t_launch = time.monotonic()
     results: list[Any] = [None] * n
     finished: set[int] = set()
+    closed: set[int] = set()    # pipes that ended without a message: watch the process only
     failures: list[_Failure] = []
     first_failure: float | None = None
+    seen = [0] * n
+    last_beat: list[float | None] = [None] * n   # launcher clock of each rank's last tick
+    last_look = t_launch
 
     def read(rank: int) -> None:
         try:
-            msg = pickle.loads(conns[rank].recv())
-        except (EOFError, OSError):
+            msg = pickle.loads(conns[rank].recv_bytes())
+        except (EOFError, OSError) as exc:
+            closed.add(rank)
+            logger.debug("rank %d: its pipe closed without a report (%s); watching the process",
+                         rank, type(exc).__name__)
             return
         finished.add(rank)
         if msg[0] == "ok":
             results[rank] = msg[1]
-        else:
-            _, summary, is_echo, blob = msg
-            exc = None
-            if blob is not None:
-                try:
-                    exc = pickle.loads(blob)
-                except Exception:
-                    exc = None
-            failures.append(_Failure(rank, summary, is_echo, False, time.monotonic(), exc))
+            return
+        _, summary, is_echo, blob, unsendable = msg
+        exc, why = _load_exception(blob, unsendable)
+        if why is not None:
+            summary += f" (the exception object could not be sent to the launcher: {why})"
+        failures.append(_Failure(rank, summary, "echo" if is_echo else "error", time.monotonic(), exc))
+
+    def update_beats() -> float:
+        nonlocal last_look
+        now = time.monotonic()
+        if now - last_look > _LOOK_GAP_S:
+            # The launcher itself did not run (Ctrl-Z stops the whole job, or the machine
+            # starved it): silence over that time says nothing about the workers.
+            last_beat[:] = [None if t is None else now for t in last_beat]
+        last_look = now
+        for r in range(n):
+            b = beats[r]
+            if b != seen[r]:
+                seen[r], last_beat[r] = b, now
+        return now
+
+    def stuck(r: int, now: float) -> _Failure:
+        return _Failure(r, f"stopped answering (no heartbeat for {now - last_beat[r]:.0f} s)", "stuck", now)
 
     while len(finished) < n:
-        if first_failure is not None and time.monotonic() - first_failure > _GRACE_S:
+        now = update_beats()
+        if first_failure is not None and now - first_failure > _GRACE_S:
             break
+        if first_failure is None:
+            silent = [r for r in range(n) if r not in finished and last_beat[r] is not None
+                      and now - last_beat[r] > stall_s]
+            if silent:  # its peers wait for it and will not fail soon: no grace period
+                failures.extend(stuck(r, now) for r in silent)
+                break
         waitables: dict[Any, tuple[str, int]] = {}
         for r in range(n):
             if r not in finished:
-                waitables[conns[r]] = ("conn", r)
+                if r not in closed:
+                    waitables[conns[r]] = ("conn", r)
                 waitables[procs[r].sentinel] = ("proc", r)
         for obj in mp_wait(list(waitables), timeout=0.2):
             what, r = waitables[obj]
@@ -371,22 +274,43 @@ def _watch(procs: list[Any], conns: list[Any]) -> list[Any]:
             if what == "conn":
                 read(r)
                 continue
-            if conns[r].poll():  # exited: a message may still sit in the pipe
+            if r not in closed and conns[r].poll():  # exited: a message may still sit in the pipe
                 read(r)
             if r not in finished:
                 procs[r].join(timeout=1)
                 code = procs[r].exitcode
                 how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                when = "" if last_beat[r] is not None else ", while starting: its own error, if any, is above"
                 finished.add(r)
-                failures.append(_Failure(r, f"process died ({how}) without reporting",
-                                         False, True, time.monotonic()))
+                failures.append(_Failure(r, f"process died ({how}) without reporting{when}", "crash",
+                                         time.monotonic()))
         if failures and first_failure is None:
             first_failure = time.monotonic()
 
     if not failures:
         return results
-    # Blame the cause: a crash, else a non-communication error, else the earliest.
-    failures.sort(key=lambda f: (not f.crashed, f.is_echo, f.when))
+    # A peer's transfer that timed out is the echo of the rank it waited for: a rank
+    # that stopped beating (or, when nothing else explains the failures, never began).
+    now = update_beats()
+    late = min(stall_s, _LATE_BEAT_S)
+    only_echoes = all(f.kind == "echo" for f in failures)
+    blamed = {f.rank for f in failures}
+    for r in range(n):
+        if r in finished or r in blamed:
+            continue
+        if last_beat[r] is not None and now - last_beat[r] > late:
+            failures.append(stuck(r, now))
+        elif last_beat[r] is None and only_echoes:
+            failures.append(_Failure(r, f"never started (no heartbeat in the {now - t_launch:.0f} s since the "
+                                        "launch)", "unstarted", now))
+    _raise_blame(failures)
+
+
+def _raise_blame(failures: list[_Failure]) -> NoReturn:
+    """Raise for the cause among ``failures``: the first in :data:`_BLAME_ORDER`, as
+    itself when it is bad input, else as WorkerFailedError naming its rank (the other
+    reports follow in the message)."""
+    failures = sorted(failures, key=lambda f: (_BLAME_ORDER.index(f.kind), f.when))
     blame = failures[0]
     logger.error("worker rank %d failed: %s", blame.rank, blame.summary)
     if isinstance(blame.exc, GnnpipeInputError):
@@ -396,10 +320,23 @@ def _watch(procs: list[Any], conns: list[Any]) -> list[Any]:
     raise WorkerFailedError(blame.rank, message)
 
 
+def _await_exit(procs: list[Any], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    late = [rank for rank, p in enumerate(procs) if p.exitcode is None]
+    if late:
+        logger.debug("ranks %s still leaving the process group %.0f s after the run; killing them", late, timeout_s)
+
+
 def _stop(procs: list[Any]) -> None:
-    """Kill every worker still running and reap it."""
+    """Kill every worker still running (stopped ones too: SIGKILL ends them) and reap it."""
     for p in procs:
-        if p.is_alive():
+        if p.pid is not None and p.is_alive():
             p.kill()
-    for p in procs:
+    for rank, p in enumerate(procs):
+        if p.pid is None:
+            continue
         p.join(timeout=10.0)
+        if p.exitcode is None:
+            logger.warning("rank %d (pid %d) has not exited 10 s after SIGKILL", rank, p.pid)

@@ -39,8 +39,9 @@ from torch import Tensor, nn
 
 from gnnpipe.engine.schedule import way_blocks, way_orders
 from gnnpipe.kernels import ChunkOps
-from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums, training_loss
-from gnnpipe.trainer.optim import model_optimizer
+from gnnpipe.models.model import model_input
+from gnnpipe.models.objective import evaluation_metrics, evaluation_sums, training_loss
+from gnnpipe.models.optim import model_optimizer
 
 __all__ = ["PipelineSimulator"]
 
@@ -87,7 +88,7 @@ class PipelineSimulator:
         self.blocks = way_blocks(self.num_chunks, self.ways)
         self.ops = [ChunkOps.build(p, device=self.device, dtype=self.dtype, backend=pc.kernel_backend)
                     for p in self.plans]
-        self.x = g.features.to(self.device, self.dtype)
+        self.x = model_input(self.model, g.features, device=self.device, dtype=self.dtype)
         self.y = g.labels.to(self.device)
         self.masks = tuple(m.to(self.device) for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())

@@ -5,7 +5,7 @@ Layers read ``[own | halo]`` rows of their input and write their own rows throug
 """
 
 from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
-from .model import MODEL_NAMES, Classifier, DeepGNN, InputProjection, build_model
+from .model import MODEL_NAMES, Classifier, DeepGNN, InputProjection, build_model, model_input
 
 __all__ = [
     "GNNLayer",
@@ -19,5 +19,6 @@ __all__ = [
     "Classifier",
     "DeepGNN",
     "build_model",
+    "model_input",
     "dropout",
 ]

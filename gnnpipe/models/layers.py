@@ -75,6 +75,9 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     a wide layer (about half of a GCN epoch on Cora); a uniform draw compared with
     ``p`` is about twice as fast end to end (forward + backward), measured with
     torch 2.13. The mask kept for backward is a bool tensor (:class:`_Dropout`).
+    The input projection also applies it to the stored values of sparse (CSR) features
+    (:class:`~gnnpipe.models.model.InputProjection`): a zero entry stays zero under
+    dropout, so dropping only the non-zeros is the same distribution.
 
     Shapes: x [n, d] -> [n, d].
     """

@@ -10,21 +10,34 @@ A model is three pieces, so that the engine can cut it into pipeline stages:
   ``classifier`` is off, and then the last layer outputs the logits with no activation).
 
 ``forward(x, ops)`` with the one-chunk ops of the whole graph is the reference.
+
+Sparse features (a :class:`~gnnpipe.data.sparse.SparseFeatures`, CSR) are consumed by
+``encode`` itself: dropout on the stored values, a CSR x dense product
+(:func:`gnnpipe.kernels.sparse_input.sparse_linear`), bias and activation. A model
+without an input projection (the plain models' default) reads X in layer 1, whose
+dense code paths need dense rows: :func:`model_input` densifies X once there (one INFO
+line) rather than per epoch. Dense features take exactly the dense path.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import ConfigError
+from gnnpipe.kernels.sparse_input import sparse_linear
 
 from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
 
-__all__ = ["MODEL_NAMES", "InputProjection", "Classifier", "DeepGNN", "build_model"]
+__all__ = ["MODEL_NAMES", "InputProjection", "Classifier", "DeepGNN", "build_model", "model_input"]
+
+logger = logging.getLogger(__name__)
 
 #: The model names that :func:`build_model` accepts.
 MODEL_NAMES: tuple[str, ...] = ("gcn", "sage", "gcnii", "resgcn+", "mlp")
@@ -35,6 +48,13 @@ _NEEDS_PROJ_AND_CLASSIFIER = ("gcnii", "resgcn+")
 
 class InputProjection(nn.Module):
     """Per-row ``h0 = act(dropout(x) W + b)``; identity when disabled.
+
+    ``x`` may be a :class:`SparseFeatures` (on the weight's device and dtype): dropout
+    then draws one uniform per *stored* value (a zero stays zero under dense dropout
+    too, so the distribution of ``dropout(x)`` is the same; the kept values are scaled
+    by ``1 / (1 - p)``) and the product is the CSR x dense :func:`sparse_linear`, whose
+    backward gives the gradients of ``W`` and ``b`` (X needs none). Disabled, a sparse
+    ``x`` is returned densified (callers should densify once: :func:`model_input`).
 
     Shapes: x [n, in_dim] -> [n, out_dim] (out_dim == in_dim when disabled).
     """
@@ -49,10 +69,20 @@ class InputProjection(nn.Module):
         self.activation = bool(activation)
         self.linear = nn.Linear(in_dim, out_dim) if enabled else None
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor | SparseFeatures) -> Tensor:
+        if isinstance(x, SparseFeatures):
+            return self._forward_sparse(x)
         if self.linear is None:
             return x
         h = self.linear(dropout(x, self.dropout, self.training))
+        return F.relu(h) if self.activation else h
+
+    def _forward_sparse(self, x: SparseFeatures) -> Tensor:
+        if self.linear is None:
+            return x.to_dense()
+        # The values need no gradient: dropout's no-grad path, one draw per stored value.
+        values = dropout(x.values, self.dropout, self.training)
+        h = sparse_linear(x, self.linear.weight, self.linear.bias, values=values)
         return F.relu(h) if self.activation else h
 
 
@@ -112,10 +142,10 @@ class DeepGNN(nn.Module):
     def num_layers(self) -> int:
         return len(self.layers)
 
-    def forward(self, x: Tensor, ops: Any) -> Tensor:
+    def forward(self, x: Tensor | SparseFeatures, ops: Any) -> Tensor:
         """Whole-graph reference forward with one-chunk ops (no halo).
 
-        Shapes: x [N, F] -> logits [N, C].
+        Shapes: x [N, F] (dense or SparseFeatures) -> logits [N, C].
         """
         h0 = self.encode(x)
         h = h0
@@ -131,6 +161,31 @@ class DeepGNN(nn.Module):
         """Parameters of the input projection and classifier (GCNII: weight decay 5e-4)."""
         yield from self.encode.parameters()
         yield from self.decode.parameters()
+
+
+def model_input(model: Any, x: Tensor | SparseFeatures, *, device: Any = None,
+                dtype: torch.dtype | None = None) -> Tensor | SparseFeatures:
+    """The feature rows ``x`` on ``device`` in ``dtype``, in the layout ``model.encode``
+    consumes best: the one place the engines hand features to a model.
+
+    Dense ``x``: ``x.to(device=device, dtype=dtype)``, exactly as before. Sparse ``x``
+    with an input projection: stays sparse (the projection multiplies it as CSR).
+    Sparse ``x`` without one (layer 1 reads X): densified here, once, with one INFO
+    line, because layer 1 and the engines' row buffers are dense.
+
+    Shapes: x [n, F] -> [n, F].
+    """
+    kwargs = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
+    if not isinstance(x, SparseFeatures):
+        return x.to(**kwargs)
+    encode = getattr(model, "encode", None)
+    x = x.to(**kwargs)
+    if getattr(encode, "linear", None) is not None:
+        return x
+    logger.info("%s has no input projection: densifying the sparse features [%d, %d] (%.2f %% non-zero, "
+                "%.1f MB dense) once for layer 1", getattr(model, "model_name", "the model"), x.shape[0],
+                x.shape[1], 100.0 * x.density, x.numel() * x.values.element_size() / 1e6)
+    return x.to_dense()
 
 
 # ---------------------------------------------------------------------- builder
@@ -167,8 +222,9 @@ def build_model(model_config: Any, in_features: int, num_classes: int) -> DeepGN
     ``model_config`` is read duck-typed (attributes or a mapping): ``model`` (one of
     :data:`MODEL_NAMES`), ``layers`` (L >= 1), ``hidden`` (H >= 1), ``dropout``
     (default 0.5), ``alpha`` (GCNII, default 0.1), ``lambda_`` (GCNII, default 0.5),
-    ``input_proj`` and ``classifier`` (``None`` = the model default: on; GCNII and
-    ResGCN+ require both). With both off a 2-layer GCN is Kipf & Welling's
+    ``input_proj`` and ``classifier`` (``None`` = the model's default: on for GCNII and
+    ResGCN+, which require both; off for GCN, GraphSAGE and MLP, as PyG's
+    ``models.GCN``). With both off a 2-layer GCN is Kipf & Welling's
     ``conv F->H, ReLU, conv H->C``.
 
     Parameters are drawn from the default torch generator in a fixed order, so the
@@ -188,8 +244,13 @@ def build_model(model_config: Any, in_features: int, num_classes: int) -> DeepGN
     in_features = _check_int("in_features", in_features, 1)
     num_classes = _check_int("num_classes", num_classes, 1)
 
-    input_proj = _get(model_config, "input_proj", True)
-    classifier = _get(model_config, "classifier", True)
+    # Unset: GCNII and ResGCN+ need both; the plain models (GCN, GraphSAGE, MLP) follow
+    # PyG's ``models.GCN(num_layers=L)`` convention, L convolutions F -> H -> ... -> C,
+    # so ``gcn --layers 2`` is Kipf & Welling's network. A deep plain model takes the
+    # projection and the classifier as an opt-in (``input_proj=True``, ``classifier=True``).
+    structured = name in _NEEDS_PROJ_AND_CLASSIFIER
+    input_proj = _get(model_config, "input_proj", structured)
+    classifier = _get(model_config, "classifier", structured)
     for key, value in (("input_proj", input_proj), ("classifier", classifier)):
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true, false or unset, found {value!r}")

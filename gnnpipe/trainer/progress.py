@@ -1,7 +1,6 @@
-"""Logging setup and the epoch progress bar (plain stderr, no dependency).
+"""The epoch progress bar (plain stderr, no dependency).
 
-Every log line carries the worker's rank (``[rank 0]``). The bar redraws one stderr
-line per epoch with the loss, the last validation accuracy and the epoch time; it is
+The bar redraws one stderr line per epoch with the loss, the last validation accuracy and the epoch time; it is
 on only when stderr is a terminal and the ``gnnpipe`` logger shows INFO, and only
 on rank 0. Independently of the bar, one INFO line is logged every ``log_every``
 epochs (and at the last epoch), so that a redirected run still shows its progress.
@@ -13,30 +12,9 @@ import logging
 import sys
 from typing import IO, Any
 
-__all__ = ["setup_logging", "Progress", "LOGGER_NAME"]
+from gnnpipe.logs import LOGGER_NAME
 
-LOGGER_NAME = "gnnpipe"
-_HANDLER_MARK = "_gnnpipe_handler"
-
-
-def setup_logging(level: str | int = "INFO", rank: int = 0, stream: IO[str] | None = None) -> logging.Logger:
-    """Point the ``gnnpipe`` logger at stderr with the rank in every line's prefix.
-
-    Called by the CLI (and by worker processes); the library itself only logs.
-    Calling it again replaces the previous handler, so it is safe per process.
-    """
-    logger = logging.getLogger(LOGGER_NAME)
-    for h in list(logger.handlers):
-        if getattr(h, _HANDLER_MARK, False):
-            logger.removeHandler(h)
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-    setattr(handler, _HANDLER_MARK, True)
-    handler.setFormatter(logging.Formatter(
-        f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(level if isinstance(level, int) else level.upper())
-    logger.propagate = False
-    return logger
+__all__ = ["Progress"]
 
 
 class Progress:

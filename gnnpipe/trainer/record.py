@@ -10,13 +10,18 @@ Typical use by a trainer::
 
     epochs = [EpochRecord(epoch=1, loss=..., epoch_time_s=..., compute_s=..., ...)]
     rec = build_record(config, mode="single", world_size=1, graph_info=graph_summary(g),
-                       epochs=epochs, best=select_best(epochs),
+                       epochs=epochs, best=monitor.best(),
                        peak_memory=[measure_peak_memory(device, rank=0)],
                        partition_stats=None, wall_time_s=..., machine=machine_info(...))
     write_json_atomic(rec, path)
 
-:data:`RECORD_SCHEMA_DOC` is the schema as a Markdown snippet (copied into README.md)
-and :func:`check_record` verifies a record against it (tests use it).
+The schema is stated once, as the field tables :data:`RECORD_FIELDS` (the top level)
+and :data:`EPOCH_FIELDS` (each entry of ``epochs``). :func:`check_record` enforces
+them and :data:`RECORD_SCHEMA_DOC`, the Markdown that README.md carries, is rendered
+from them; tests hold :func:`build_record` and :meth:`EpochRecord.to_dict` to exactly
+their keys. The probes that fill ``machine`` and ``peak_memory_bytes`` are in
+:mod:`gnnpipe.trainer.machine`; the byte kinds are the communicator's
+(:data:`gnnpipe.engine.comm.KINDS`).
 """
 
 from __future__ import annotations
@@ -24,66 +29,181 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
-import socket
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import gnnpipe
 from gnnpipe.atomic import atomic_open
+from gnnpipe.engine.comm import KINDS
+from gnnpipe.trainer.machine import machine_info
 
 __all__ = [
     "SCHEMA_VERSION",
-    "BYTE_KINDS",
+    "WARMUP_EPOCHS",
+    "Field",
+    "RECORD_FIELDS",
+    "EPOCH_FIELDS",
     "EpochRecord",
     "build_record",
-    "select_best",
     "graph_summary",
-    "machine_info",
-    "measure_peak_memory",
     "write_json_atomic",
     "check_record",
     "summary_line",
+    "schema_doc",
     "RECORD_SCHEMA_DOC",
 ]
 
 #: Bumped whenever the key sets that :func:`check_record` requires change (a key
-#: added, renamed or removed). 2: ``epochs[].val_loss``, ``best.val_loss``, ``best.monitor``.
-SCHEMA_VERSION = 2
-
-#: The kinds under which :mod:`gnnpipe.engine.comm` counts the bytes it sends.
-BYTE_KINDS = (
-    "stage_activations",
-    "stage_gradients",
-    "halo_rows",
-    "halo_gradients",
-    "weight_allreduce",
-    "evaluation",
-)
+#: added, renamed or removed). 2: ``epochs[].val_loss``, ``best.val_loss``, ``best.monitor``;
+#: 3: ``summary.diverged``.
+SCHEMA_VERSION = 3
 
 #: Number of leading epochs left out of ``summary.mean_epoch_time_s`` (warm-up), as
 #: in the reference system's measurements (DESIGN.md 8); fewer when the run is short.
 WARMUP_EPOCHS = 5
 
 
+# ------------------------------------------------------------------ schema
+#: The Python types that :func:`check_record` accepts for each documented JSON type.
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+    "object": (dict,), "list": (list,), "null": (type(None),),
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of the record, or of an entry of a list of records: the single
+    statement of it from which :func:`check_record` and :func:`schema_doc` work.
+
+    ``json_type``: the documented type, alternatives joined by `` or `` (``null``
+    where the figure may be missing). ``meaning``: Markdown; a field with ``keys``
+    marks with ``{keys}`` where their list goes. ``keys``: the sub-keys that the
+    object (for a list: each entry) must carry; with ``exact`` no others. ``entries``:
+    for a list of records, the fields of each entry (exactly those keys).
+    """
+
+    key: str
+    json_type: str
+    meaning: str
+    keys: tuple[str, ...] = ()
+    exact: bool = False
+    entries: tuple["Field", ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.json_type.split(" or ") if t not in _JSON_TYPES]
+        if unknown:
+            raise ValueError(f"Field {self.key}: unknown JSON types {unknown}, expected {sorted(_JSON_TYPES)}")
+        if bool(self.keys) != ("{keys}" in self.meaning):
+            raise ValueError(f"Field {self.key}: the meaning must place its sub-keys with {{keys}} "
+                             "exactly when it has some")
+
+    @property
+    def types(self) -> tuple[type, ...]:
+        """The Python types a value of this field may have."""
+        return tuple(t for name in self.json_type.split(" or ") for t in _JSON_TYPES[name])
+
+    def doc_row(self) -> str:
+        """This field as a row of the Markdown table of :func:`schema_doc`."""
+        meaning = self.meaning.replace("{keys}", ", ".join(f"`{k}`" for k in self.keys))
+        return f"| `{self.key}` | {self.json_type} | {meaning} |"
+
+
+#: Each entry of ``epochs``, in the order :meth:`EpochRecord.to_dict` writes the keys.
+EPOCH_FIELDS: tuple[Field, ...] = (
+    Field("epoch", "int", "epoch number, from 1"),
+    Field("loss", "float or null", "training loss of that epoch's forward; null when it diverged"),
+    Field("train_acc", "float or null", "accuracy on the training vertices of the exact full-graph "
+          "evaluation after the step; null on epochs without evaluation"),
+    Field("val_acc", "float or null", "the same on the validation vertices"),
+    Field("test_acc", "float or null", "the same on the test vertices"),
+    Field("val_loss", "float or null", "mean validation cross-entropy of that evaluation; null "
+          "without evaluation or when not finite"),
+    Field("epoch_time_s", "float", "wall time of the training step (forward, backward, optimizer "
+          "step), evaluation excluded"),
+    Field("eval_time_s", "float or null", "wall time of the evaluation; null when not evaluated"),
+    Field("time", "object", "{keys}: the split of `epoch_time_s` where the mode measures it "
+          "(single: compute only)", keys=("compute_s", "comm_wait_s", "bubble_s"), exact=True),
+    Field("bytes", "object", "{keys}: payload bytes sent, summed over workers, measured",
+          keys=KINDS, exact=True),
+    Field("bytes_predicted", "object or null", "the DESIGN.md 7 model for the kinds of `bytes`, "
+          "a prediction; null when the mode offers none"),
+)
+
+#: The top level of the record, in the order :func:`build_record` writes the keys.
+RECORD_FIELDS: tuple[Field, ...] = (
+    Field("schema_version", "int", f"record layout version (currently {SCHEMA_VERSION}; 2 added "
+          "`val_loss` per epoch and `best.val_loss` / `best.monitor`, 3 added `summary.diverged`)"),
+    Field("gnnpipe_version", "str", "package version that wrote the record"),
+    Field("mode", "str", "`single`, `graph`, `pipeline` or `hybrid`"),
+    Field("world_size", "int", "number of worker processes"),
+    Field("config", "object", "the full resolved `RunConfig` ({keys})",
+          keys=("data", "model", "train", "parallel")),
+    Field("dataset", "object", "{keys} (split sizes)",
+          keys=("name", "num_nodes", "num_edges", "num_features", "num_classes", "train", "val", "test")),
+    Field("epochs", "list", "one object per epoch, see below", entries=EPOCH_FIELDS),
+    Field("best", "object", "{keys} of the evaluated epoch with the best `monitor` "
+          "(`train.monitor`: highest `val_acc` or lowest `val_loss`; the earliest on a tie)",
+          keys=("epoch", "val_acc", "val_loss", "test_acc", "monitor")),
+    Field("summary", "object", "{keys}; `mean_epoch_time_s` leaves out the first "
+          f"`mean_epoch_time_skipped_epochs` epochs (warm-up: {WARMUP_EPOCHS}, fewer when the run "
+          "is short), `bytes_total` sums `bytes` by kind; `diverged` is null, or {`epoch`, `where`, "
+          "`what`} when a loss or gradient turned NaN or infinite (the run stopped there)",
+          keys=("epochs_run", "stopped_early", "diverged", "final_loss", "mean_epoch_time_s",
+                "mean_epoch_time_skipped_epochs", "bytes_total")),
+    Field("peak_memory_bytes", "list", "per worker: {keys} (`torch.cuda.max_memory_allocated` on "
+          "CUDA; on CPU `VmHWM` on Linux, else `ru_maxrss`)", keys=("rank", "bytes", "source")),
+    Field("partition", "object or null", "partition quality (edge cut, balance, halo, M) when the "
+          "mode partitions"),
+    Field("machine", "object", "{keys} (+ `gpu`, `gpu_count`, `cuda` on CUDA)",
+          keys=("hostname", "platform", "cpu_cores", "python", "torch", "gnnpipe", "device", "dist_backend")),
+    Field("wall_time_s", "float", "total wall time of the run, loading and evaluation included"),
+    Field("extra", "object", "mode-specific measured figures"),
+)
+
+
+def schema_doc() -> str:
+    """The schema as Markdown, for README.md: a table of :data:`RECORD_FIELDS`, then
+    one of the entry fields of each list of records (``epochs``)."""
+    def table(fields: Sequence[Field]) -> str:
+        return "\n".join(["| key | type | meaning |", "| --- | --- | --- |", *(f.doc_row() for f in fields)])
+
+    parts = [table(RECORD_FIELDS)]
+    parts += [f"Each entry of `{f.key}`:\n\n{table(f.entries)}" for f in RECORD_FIELDS if f.entries]
+    return "\n\n".join(parts) + "\n"
+
+
+#: :func:`schema_doc`, which README.md carries verbatim (a test keeps them equal).
+RECORD_SCHEMA_DOC = schema_doc()
+
+
+# ------------------------------------------------------------------ figures
+def _json_float(x: float | None) -> float | None:
+    """A figure as the record stores it: a float, or null when it is missing or not
+    finite (a diverged loss), since the record is strict JSON (no NaN, no Infinity)."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _refuse_unknown_kinds(where: str, by_kind: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` if ``by_kind`` has a key that is not a byte kind."""
+    unknown = set(by_kind) - set(KINDS)
+    if unknown:
+        raise ValueError(f"{where}: unknown kinds {sorted(unknown)}, expected {KINDS}")
+
+
 def _zero_bytes() -> dict[str, int]:
-    return {k: 0 for k in BYTE_KINDS}
+    return {k: 0 for k in KINDS}
 
 
 @dataclass
 class EpochRecord:
-    """What one epoch measured.
+    """What one epoch measured; each figure means what its entry of
+    :data:`EPOCH_FIELDS` says (``compute_s/comm_wait_s/bubble_s`` go to ``time``).
 
-    ``epoch`` counts from 1. ``train_acc/val_acc/test_acc`` and ``val_loss`` (mean
-    validation cross-entropy) are None on epochs without evaluation.
-    ``epoch_time_s`` is the wall time of the training step
-    (forward, backward, optimizer step) and excludes evaluation, whose time is
-    ``eval_time_s``. ``compute_s/comm_wait_s/bubble_s`` split the epoch time where
-    the mode measures them (single: compute only). ``bytes`` are the payload bytes
-    sent during the epoch by kind (summed over workers); ``bytes_predicted`` the
-    model of DESIGN.md 7 when the mode offers one, else None.
+    The accuracies, ``val_loss`` and ``eval_time_s`` stay None on epochs without
+    evaluation. ``bytes`` holds the payload bytes sent during the epoch by kind
+    (summed over workers; a missing kind is 0).
     """
 
     epoch: int
@@ -110,67 +230,31 @@ class EpochRecord:
         self.val_loss = metrics.get("val_loss")
 
     def to_dict(self) -> dict[str, Any]:
-        unknown = set(self.bytes) - set(BYTE_KINDS)
-        if unknown:
-            raise ValueError(f"EpochRecord.bytes: unknown kinds {sorted(unknown)}, expected {BYTE_KINDS}")
+        """This epoch as an entry of the record's ``epochs`` (keys: :data:`EPOCH_FIELDS`);
+        refuses byte kinds the communicator does not count."""
+        _refuse_unknown_kinds("EpochRecord.bytes", self.bytes)
+        if self.bytes_predicted is not None:
+            _refuse_unknown_kinds("EpochRecord.bytes_predicted", self.bytes_predicted)
         return {
             "epoch": int(self.epoch),
-            "loss": float(self.loss) if math.isfinite(self.loss) else None,  # diverged: null
-            "train_acc": _opt_float(self.train_acc),
-            "val_acc": _opt_float(self.val_acc),
-            "test_acc": _opt_float(self.test_acc),
-            "val_loss": _finite_or_none(self.val_loss),  # diverged: null
+            "loss": _json_float(self.loss),
+            "train_acc": _json_float(self.train_acc),
+            "val_acc": _json_float(self.val_acc),
+            "test_acc": _json_float(self.test_acc),
+            "val_loss": _json_float(self.val_loss),
             "epoch_time_s": float(self.epoch_time_s),
-            "eval_time_s": _opt_float(self.eval_time_s),
+            "eval_time_s": _json_float(self.eval_time_s),
             "time": {
                 "compute_s": float(self.compute_s),
                 "comm_wait_s": float(self.comm_wait_s),
                 "bubble_s": float(self.bubble_s),
             },
-            "bytes": {k: int(self.bytes.get(k, 0)) for k in BYTE_KINDS},
+            "bytes": {k: int(self.bytes.get(k, 0)) for k in KINDS},
             "bytes_predicted": (
                 None if self.bytes_predicted is None
                 else {k: int(v) for k, v in self.bytes_predicted.items()}
             ),
         }
-
-
-def _opt_float(x: float | None) -> float | None:
-    return None if x is None else float(x)
-
-
-def _finite_or_none(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-# ------------------------------------------------------------------ pieces
-def monitored_value(metrics: dict[str, float | None], monitor: str) -> float:
-    """The figure ``monitor`` (``val_acc`` or ``val_loss``) of an evaluation, signed so
-    that larger is better; a missing or non-finite loss is the worst value."""
-    if monitor == "val_acc":
-        return float(metrics["val"])  # type: ignore[arg-type]
-    if monitor == "val_loss":
-        loss = metrics.get("val_loss")
-        return -float(loss) if loss is not None and math.isfinite(loss) else -math.inf
-    raise ValueError(f"monitor: expected val_acc or val_loss, found {monitor!r}")
-
-
-def select_best(epochs: Sequence[EpochRecord], monitor: str = "val_acc") -> dict[str, Any]:
-    """The evaluated epoch with the best ``monitor`` (highest validation accuracy or
-    lowest validation loss; the earliest on a tie): ``{epoch, val_acc, val_loss,
-    test_acc, monitor}``; the figures None when nothing was evaluated."""
-    best: EpochRecord | None = None
-    best_value = -math.inf
-    for e in epochs:
-        if not e.evaluated:
-            continue
-        value = monitored_value({"val": e.val_acc, "val_loss": e.val_loss}, monitor)
-        if best is None or value > best_value:
-            best, best_value = e, value
-    if best is None:
-        return {"epoch": None, "val_acc": None, "val_loss": None, "test_acc": None, "monitor": monitor}
-    return {"epoch": best.epoch, "val_acc": float(best.val_acc), "val_loss": _opt_float(best.val_loss),  # type: ignore[arg-type]
-            "test_acc": _opt_float(best.test_acc), "monitor": monitor}
 
 
 def graph_summary(graph: Any) -> dict[str, Any]:
@@ -187,74 +271,6 @@ def graph_summary(graph: Any) -> dict[str, Any]:
     }
 
 
-def _cpu_cores() -> dict[str, int | None]:
-    usable: int | None
-    try:
-        usable = len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
-    except (AttributeError, OSError):
-        usable = os.cpu_count()
-    return {"logical": os.cpu_count(), "usable": usable}
-
-
-def machine_info(device: str | None = None, dist_backend: str | None = None) -> dict[str, Any]:
-    """Where the run happened: host, cores, python/torch versions, device, backend.
-
-    ``device`` is ``cpu``/``cuda`` (default: cuda if available); for CUDA the GPU
-    name and count are added. Bench scripts reuse this for their JSON.
-    """
-    import torch
-
-    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    info: dict[str, Any] = {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "cpu_cores": _cpu_cores(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "gnnpipe": gnnpipe.__version__,
-        "device": dev,
-        "dist_backend": dist_backend,
-    }
-    if str(dev).startswith("cuda") and torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(torch.device(dev))
-        info["gpu_count"] = torch.cuda.device_count()
-        info["cuda"] = torch.version.cuda
-    return info
-
-
-def measure_peak_memory(device: Any, rank: int = 0) -> dict[str, Any]:
-    """This process's peak memory, measured: ``torch.cuda.max_memory_allocated`` on
-    CUDA; on CPU the resident high-water mark of this process's own address space
-    (``VmHWM`` from /proc/self/status on Linux, else ``ru_maxrss``). ``source`` says
-    which, since they are not comparable (RSS includes the interpreter).
-
-    Why not ``ru_maxrss`` on Linux: it is carried over fork and exec, so a spawned
-    worker would report its launcher's peak (measured: an 800 MB parent gives a
-    15 MB child 800 MB).
-    """
-    import torch
-
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        return {"rank": int(rank), "bytes": int(torch.cuda.max_memory_allocated(dev)),
-                "source": "torch.cuda.max_memory_allocated"}
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return {"rank": int(rank), "bytes": int(line.split()[1]) * 1024, "source": "VmHWM"}
-    except OSError:
-        pass
-    try:
-        import resource
-
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        scale = 1 if sys.platform == "darwin" else 1024  # macOS: bytes; Linux: KiB
-        return {"rank": int(rank), "bytes": int(rss) * scale, "source": "ru_maxrss"}
-    except ImportError:  # pragma: no cover - Windows
-        return {"rank": int(rank), "bytes": None, "source": "unavailable"}
-
-
 # ------------------------------------------------------------------ record
 def build_record(
     config: Any,
@@ -262,7 +278,7 @@ def build_record(
     world_size: int,
     graph_info: Mapping[str, Any],
     epochs: Sequence[EpochRecord],
-    best: Mapping[str, Any] | None,
+    best: Mapping[str, Any],
     peak_memory: Sequence[Mapping[str, Any]],
     partition_stats: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
@@ -270,23 +286,22 @@ def build_record(
     wall_time_s: float,
     machine: Mapping[str, Any] | None = None,
     stopped_early: bool = False,
+    diverged: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the result record (schema: :data:`RECORD_SCHEMA_DOC`).
+    """Assemble the result record (keys: :data:`RECORD_FIELDS`).
 
     ``config`` is a :class:`~gnnpipe.config.RunConfig` (or its ``to_dict()``);
-    ``best`` defaults to :func:`select_best` over ``epochs``; ``peak_memory`` has
-    one :func:`measure_peak_memory` entry per worker; ``extra`` holds mode-specific
-    measured figures (stored under ``"extra"``).
+    ``best`` is the monitor's (:meth:`gnnpipe.trainer.monitor.Monitor.best`); ``peak_memory`` has
+    one :func:`~gnnpipe.trainer.machine.measure_peak_memory` entry per worker;
+    ``machine`` defaults to :func:`~gnnpipe.trainer.machine.machine_info` of this
+    process; ``extra`` holds mode-specific measured figures (stored under ``"extra"``).
     """
     cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     epoch_dicts = [e.to_dict() for e in epochs]
-    if best is None:
-        best = select_best(epochs)
     times = [e.epoch_time_s for e in epochs]
     skip = min(WARMUP_EPOCHS, max(len(times) - 1, 0))
     steady = times[skip:]
-    bytes_total = {k: sum(int(e.bytes.get(k, 0)) for e in epochs) for k in BYTE_KINDS}
-    record: dict[str, Any] = {
+    return {
         "schema_version": SCHEMA_VERSION,
         "gnnpipe_version": gnnpipe.__version__,
         "mode": mode,
@@ -294,18 +309,18 @@ def build_record(
         "config": cfg,
         "dataset": dict(graph_info),
         "epochs": epoch_dicts,
-        "best": {"epoch": best.get("epoch"), "val_acc": _opt_float(best.get("val_acc")),
-                 "val_loss": _opt_float(best.get("val_loss")),
-                 "test_acc": _opt_float(best.get("test_acc")),
+        "best": {"epoch": best.get("epoch"), "val_acc": _json_float(best.get("val_acc")),
+                 "val_loss": _json_float(best.get("val_loss")),
+                 "test_acc": _json_float(best.get("test_acc")),
                  "monitor": str(best.get("monitor", "val_acc"))},
         "summary": {
             "epochs_run": len(epochs),
             "stopped_early": bool(stopped_early),
-            "final_loss": (float(epochs[-1].loss) if epochs and math.isfinite(epochs[-1].loss)
-                           else None),
+            "diverged": None if diverged is None else dict(diverged),
+            "final_loss": _json_float(epochs[-1].loss) if epochs else None,
             "mean_epoch_time_s": (sum(steady) / len(steady)) if steady else None,
             "mean_epoch_time_skipped_epochs": skip,
-            "bytes_total": bytes_total,
+            "bytes_total": {k: sum(d["bytes"][k] for d in epoch_dicts) for k in KINDS},
         },
         "peak_memory_bytes": [dict(m) for m in peak_memory],
         "partition": None if partition_stats is None else dict(partition_stats),
@@ -313,7 +328,6 @@ def build_record(
         "wall_time_s": float(wall_time_s),
         "extra": {} if extra is None else dict(extra),
     }
-    return record
 
 
 def write_json_atomic(record: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -356,92 +370,60 @@ def summary_line(record: Mapping[str, Any]) -> str:
     )
 
 
-# ------------------------------------------------------------------ schema
-RECORD_SCHEMA_DOC = """\
-| key | type | meaning |
-| --- | --- | --- |
-| `schema_version` | int | record layout version (currently 2; 2 added `val_loss` per epoch and `best.val_loss` / `best.monitor`) |
-| `gnnpipe_version` | str | package version that wrote the record |
-| `mode` | str | `single`, `graph`, `pipeline` or `hybrid` |
-| `world_size` | int | number of worker processes |
-| `config` | object | the full resolved `RunConfig` (`data`, `model`, `train`, `parallel`) |
-| `dataset` | object | `name`, `num_nodes`, `num_edges`, `num_features`, `num_classes`, `train`, `val`, `test` (split sizes) |
-| `epochs` | list | one object per epoch, see below |
-| `best` | object | `epoch`, `val_acc`, `val_loss`, `test_acc` at the evaluated epoch with the best `monitor` (`train.monitor`: highest `val_acc` or lowest `val_loss`), and `monitor` |
-| `summary` | object | `epochs_run`, `stopped_early`, `final_loss`, `mean_epoch_time_s` (leaving out `mean_epoch_time_skipped_epochs` warm-up epochs), `bytes_total` by kind |
-| `peak_memory_bytes` | list | per worker: `rank`, `bytes`, `source` (`torch.cuda.max_memory_allocated` on CUDA; on CPU `VmHWM` on Linux, else `ru_maxrss`) |
-| `partition` | object or null | partition quality (edge cut, balance, halo, M) when the mode partitions |
-| `machine` | object | `hostname`, `platform`, `cpu_cores`, `python`, `torch`, `gnnpipe`, `device`, `dist_backend` (+ `gpu`, `gpu_count`, `cuda` on CUDA) |
-| `wall_time_s` | float | total wall time of the run, loading and evaluation included |
-| `extra` | object | mode-specific measured figures |
-
-Each entry of `epochs`: `epoch` (from 1), `loss` (training loss of that epoch's
-forward), `train_acc` / `val_acc` / `test_acc` and `val_loss` (mean validation cross-entropy)
-(exact full-graph evaluation after the step; null on epochs without evaluation), `epoch_time_s` (training step, evaluation
-excluded), `eval_time_s` (null when not evaluated), `time` {`compute_s`,
-`comm_wait_s`, `bubble_s`}, `bytes` {`stage_activations`, `stage_gradients`,
-`halo_rows`, `halo_gradients`, `weight_allreduce`, `evaluation`} (payload bytes sent,
-summed over workers, measured), `bytes_predicted` (the DESIGN.md 7 model for the
-same kinds, a prediction, or null).
-"""
-
-_TOP_KEYS = {
-    "schema_version": int, "gnnpipe_version": str, "mode": str, "world_size": int,
-    "config": dict, "dataset": dict, "epochs": list, "best": dict, "summary": dict,
-    "peak_memory_bytes": list, "partition": (dict, type(None)), "machine": dict,
-    "wall_time_s": (int, float), "extra": dict,
-}
-_EPOCH_KEYS = {
-    "epoch", "loss", "train_acc", "val_acc", "test_acc", "val_loss", "epoch_time_s", "eval_time_s",
-    "time", "bytes", "bytes_predicted",
-}
-
-
+# ------------------------------------------------------------------ check
 def check_record(record: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` naming the first key where ``record`` departs from the
-    schema (types, epoch keys, byte kinds, finite numbers)."""
-    for key, tp in _TOP_KEYS.items():
-        if key not in record:
-            raise ValueError(f"record: missing key {key!r}")
-        if not isinstance(record[key], tp):
-            raise ValueError(f"record.{key}: expected {tp}, found {type(record[key]).__name__}")
+    schema: the keys, types and sub-keys of :data:`RECORD_FIELDS` (each ``epochs``
+    entry exactly :data:`EPOCH_FIELDS`), then the rules no table states: the schema
+    version, epochs numbered from 1, finite losses, non-negative times, accuracies in
+    [0, 1] and all set or all null, predicted bytes by known kinds, one peak-memory
+    entry per worker."""
+    _check_fields("record", record, RECORD_FIELDS, exact=False)
     if record["schema_version"] != SCHEMA_VERSION:
         raise ValueError(f"record.schema_version: expected {SCHEMA_VERSION}, found {record['schema_version']}")
-    for k in ("data", "model", "train", "parallel"):
-        if k not in record["config"]:
-            raise ValueError(f"record.config: missing section {k!r}")
-    for k in ("name", "num_nodes", "num_edges", "num_features", "num_classes", "train", "val", "test"):
-        if k not in record["dataset"]:
-            raise ValueError(f"record.dataset: missing key {k!r}")
     for i, e in enumerate(record["epochs"]):
-        if set(e) != _EPOCH_KEYS:
-            raise ValueError(f"record.epochs[{i}]: expected keys {sorted(_EPOCH_KEYS)}, found {sorted(e)}")
+        where = f"record.epochs[{i}]"
         if e["epoch"] != i + 1:
-            raise ValueError(f"record.epochs[{i}].epoch: expected {i + 1}, found {e['epoch']}")
+            raise ValueError(f"{where}.epoch: expected {i + 1}, found {e['epoch']}")
         if (e["loss"] is not None and not math.isfinite(e["loss"])) or e["epoch_time_s"] < 0:
-            raise ValueError(f"record.epochs[{i}]: loss must be finite or null and time >= 0")
-        if set(e["time"]) != {"compute_s", "comm_wait_s", "bubble_s"}:
-            raise ValueError(f"record.epochs[{i}].time: unexpected keys {sorted(e['time'])}")
-        if set(e["bytes"]) != set(BYTE_KINDS):
-            raise ValueError(f"record.epochs[{i}].bytes: expected kinds {BYTE_KINDS}, found {sorted(e['bytes'])}")
+            raise ValueError(f"{where}: loss must be finite or null and time >= 0")
         evaluated = [e[k] is not None for k in ("train_acc", "val_acc", "test_acc")]
         if any(evaluated) and not all(evaluated):
-            raise ValueError(f"record.epochs[{i}]: train/val/test accuracies must be all set or all null")
+            raise ValueError(f"{where}: train/val/test accuracies must be all set or all null")
         for k in ("train_acc", "val_acc", "test_acc"):
             if e[k] is not None and not 0.0 <= e[k] <= 1.0:
-                raise ValueError(f"record.epochs[{i}].{k}: expected a value in [0, 1], found {e[k]}")
-    for k in ("epoch", "val_acc", "val_loss", "test_acc", "monitor"):
-        if k not in record["best"]:
-            raise ValueError(f"record.best: missing key {k!r}")
-    for i, m in enumerate(record["peak_memory_bytes"]):
-        if set(m) < {"rank", "bytes", "source"}:
-            raise ValueError(f"record.peak_memory_bytes[{i}]: expected rank, bytes, source, found {sorted(m)}")
+                raise ValueError(f"{where}.{k}: expected a value in [0, 1], found {e[k]}")
+        if e["bytes_predicted"] is not None:
+            _refuse_unknown_kinds(f"{where}.bytes_predicted", e["bytes_predicted"])
     if len(record["peak_memory_bytes"]) != record["world_size"]:
         raise ValueError(
             f"record.peak_memory_bytes: expected one entry per worker ({record['world_size']}), "
             f"found {len(record['peak_memory_bytes'])}"
         )
-    for k in ("hostname", "cpu_cores", "torch", "python", "device", "dist_backend"):
-        if k not in record["machine"]:
-            raise ValueError(f"record.machine: missing key {k!r}")
 
+
+def _check_fields(where: str, obj: Mapping[str, Any], fields: Sequence[Field], *, exact: bool) -> None:
+    """Check ``obj`` against ``fields``: each key present with a value of its type and
+    the sub-keys it requires; with ``exact``, no other key."""
+    if exact and set(obj) != {f.key for f in fields}:
+        raise ValueError(f"{where}: expected keys {sorted(f.key for f in fields)}, found {sorted(obj)}")
+    for f in fields:
+        if f.key not in obj:
+            raise ValueError(f"{where}: missing key {f.key!r}")
+        value = obj[f.key]
+        if not isinstance(value, f.types):
+            raise ValueError(f"{where}.{f.key}: expected {f.json_type}, found {type(value).__name__}")
+        if value is None or not (f.keys or f.entries):
+            continue
+        items = ([(f"{where}.{f.key}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list)
+                 else [(f"{where}.{f.key}", value)])
+        for item_where, item in items:
+            if not isinstance(item, dict):
+                raise ValueError(f"{item_where}: expected an object, found {type(item).__name__}")
+            if f.entries:
+                _check_fields(item_where, item, f.entries, exact=True)
+                continue
+            missing = [k for k in f.keys if k not in item]
+            if missing or (f.exact and len(item) != len(f.keys)):
+                raise ValueError(f"{item_where}: expected keys {list(f.keys)}"
+                                 f"{'' if f.exact else ' at least'}, found {sorted(item)}")

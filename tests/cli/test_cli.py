@@ -131,12 +131,13 @@ def restore_logging():
 
 
 def test_single_mode_under_torchrun_is_refused(monkeypatch, capsys, restore_logging):
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("LOCAL_RANK", "0")
+    for k, v in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": "1"}.items():
+        monkeypatch.setenv(k, v)
     assert main(["--mode", "single", "--log-level", "ERROR"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "torchrun" in err[0]
+    assert err == ["error: parallel.mode: expected graph, pipeline or hybrid under torchrun (WORLD_SIZE=2), "
+                   "found 'single'"]
 
 
 def test_json_out_that_cannot_be_written_is_refused_before_training(tmp_path):
@@ -173,11 +174,19 @@ def test_under_torchrun_world_size_sets_the_workers_unless_given(tmp_path):
     cfg = _torchrun_config(cfg, given, 4)
     assert (cfg.parallel.workers, cfg.parallel.chunks) == (4, 16)  # chunks re-derived: 4 * S
     cfg, given = parse_config(["--mode", "pipeline", "--workers", "2"])
-    with pytest.raises(ConfigError, match=r"^parallel\.workers: expected WORLD_SIZE=4"):
-        _torchrun_config(cfg, given, 4)
+    assert _torchrun_config(cfg, given, 4).parallel.workers == 2  # given: kept, refused by the layout
     path = tmp_path / "run.toml"
     path.write_text('[parallel]\nmode = "pipeline"\nworkers = 3\n')
     cfg, given = parse_config(["--config", str(path)])
     assert "parallel.workers" in given  # a value from the file counts as given
-    with pytest.raises(ConfigError, match="WORLD_SIZE=4"):
-        _torchrun_config(cfg, given, 4)
+    assert _torchrun_config(cfg, given, 4).parallel.workers == 3
+
+
+def test_workers_other_than_world_size_under_torchrun_are_refused(monkeypatch, capsys, restore_logging):
+    for k, v in {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": "1"}.items():
+        monkeypatch.setenv(k, v)
+    assert main(["--mode", "pipeline", "--workers", "2", "--data-option", "num_nodes=100",
+                 "--log-level", "ERROR"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: parallel.workers: expected WORLD_SIZE=4 under torchrun, found 2"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import pickle
 import socket
@@ -94,8 +95,9 @@ def _child(rank: int, world_size: int, port: int, target: tuple[str, str, str | 
     conn.close()
     try:
         dist.destroy_process_group()
-    except Exception:
-        pass
+    except Exception as exc:  # the result is already sent: say so, and end normally
+        logging.getLogger(__name__).warning("rank %d: leaving the process group after the run failed: %s: %s",
+                                            rank, type(exc).__name__, exc)
 
 
 def run_workers(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 120.0,

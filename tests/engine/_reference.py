@@ -18,8 +18,8 @@ def single_run(model: torch.nn.Module, graph: Any, train_config: Any, epochs: in
     """
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.partition import whole_graph_plan
-    from gnnpipe.trainer.evaluate import evaluation_metrics, evaluation_sums, training_loss
-    from gnnpipe.trainer.optim import model_optimizer
+    from gnnpipe.models.objective import evaluation_metrics, evaluation_sums, training_loss
+    from gnnpipe.models.optim import model_optimizer
 
     g = graph
     ops = ChunkOps.build(whole_graph_plan(g), dtype=torch.float64)

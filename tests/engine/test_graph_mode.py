@@ -62,8 +62,8 @@ def _reference(cfg, chunked):
 
 def _graph_worker(rank: int, world: int) -> dict:
     from gnnpipe.engine.comm import Comm
-    from gnnpipe.engine.context import WorkerContext
     from gnnpipe.engine.graph_mode import GraphRunner
+    from tests.engine._context import make_context
     from gnnpipe.partition import chunk_graph
 
     graph = _graph()
@@ -72,9 +72,7 @@ def _graph_worker(rank: int, world: int) -> dict:
     for name in MODELS:
         cfg = _config(name, world)
         chunked = chunk_graph(graph, world, method="metis", seed=0, cache=False)
-        ctx = WorkerContext(rank=rank, world_size=world, device=torch.device("cpu"), dtype=torch.float64,
-                            config=cfg, chunked=chunked, comm=comm, model=_build_model(cfg, chunked.graph))
-        runner = GraphRunner(ctx)
+        runner = GraphRunner(make_context(rank, cfg, chunked, comm, _build_model(cfg, chunked.graph)))
         epochs = []
         for epoch in range(1, EPOCHS + 1):
             st = runner.train_epoch(epoch)

@@ -76,19 +76,6 @@ def test_cli_subprocess_refuses_a_layout_with_exit_2_and_one_line() -> None:
     assert "[rank 1]" not in proc.stderr and "launching" not in proc.stderr
 
 
-def test_validate_layout_refuses_more_chunks_than_vertices_and_unknown_modes() -> None:
-    from gnnpipe.config import RunConfig
-    from gnnpipe.engine.driver import get_runner, validate_layout
-
-    cfg = RunConfig.from_dict({"model": {"layers": 2}, "parallel": {"mode": "pipeline", "workers": 2, "chunks": 8}})
-    validate_layout(cfg, 8)
-    with pytest.raises(ConfigError, match="parallel.chunks"):
-        validate_layout(cfg, 7)
-    with pytest.raises(ConfigError, match="parallel.mode"):
-        get_runner("single")
-    assert get_runner("graph").__name__ == "GraphRunner"
-
-
 def test_local_launcher_returns_rank_zero_result() -> None:
     import operator
 
@@ -98,22 +85,103 @@ def test_local_launcher_returns_rank_zero_result() -> None:
     assert launch_local(operator.add, 2, (2, 3)) == 5
 
 
-def test_torchrun_detection_reads_the_env_variables(monkeypatch) -> None:
-    from gnnpipe.engine import launch
+def test_the_launch_puts_back_the_sigterm_handler_it_found() -> None:
+    import operator
+    import signal
 
-    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GNNPIPE_LOCAL_WORKER"):
+    from gnnpipe.engine.launch import launch_local
+
+    def mine(signum, frame):
+        raise AssertionError("not called")
+
+    saved = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert launch_local(operator.mul, 1, (2, 3)) == 6
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+
+
+def test_run_terminated_says_which_signal_and_is_not_bad_input() -> None:
+    import pickle
+    import signal
+
+    from gnnpipe.errors import GnnpipeInputError, RunTerminated
+
+    exc = RunTerminated(signal.SIGTERM)
+    assert str(exc) == "terminated (SIGTERM)" and exc.exit_code == 143
+    assert not isinstance(exc, (GnnpipeInputError, Exception))  # `except Exception` cannot swallow it
+    again = pickle.loads(pickle.dumps(exc))
+    assert type(again) is RunTerminated and again.signum == signal.SIGTERM
+
+
+_ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+             "GNNPIPE_LOCAL_WORKER")
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for k in _ENV_VARS:
         monkeypatch.delenv(k, raising=False)
-    assert not launch.in_torchrun()
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "4")
-    monkeypatch.setenv("LOCAL_RANK", "1")
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", "29500")
-    assert launch.in_torchrun()
-    assert launch.env_ranks()[:3] == (1, 4, 1)
-    # The launcher's own children carry a marker: they are not a torchrun launch.
-    monkeypatch.setenv("GNNPIPE_LOCAL_WORKER", "1")
-    assert not launch.in_torchrun()
+    return monkeypatch
+
+
+def _set(monkeypatch, **env: str) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+
+
+TORCHRUN = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+
+
+def test_torchrun_env_reads_the_env_variables_and_is_none_without_them(clean_env) -> None:
+    import dataclasses
+
+    from gnnpipe.engine.environment import TorchrunEnv, torchrun_env
+
+    assert torchrun_env() is None
+    _set(clean_env, **TORCHRUN)
+    env = torchrun_env()
+    assert env == TorchrunEnv(rank=5, world_size=8, local_rank=1, local_world_size=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        env.rank = 0  # type: ignore[misc]
+    # One node, LOCAL_* not set: the local place is the global one.
+    clean_env.delenv("LOCAL_RANK")
+    clean_env.delenv("LOCAL_WORLD_SIZE")
+    assert torchrun_env() == TorchrunEnv(5, 8, 5, 8)
+
+
+def test_a_worker_of_the_local_launcher_is_not_a_torchrun_launch(clean_env) -> None:
+    from gnnpipe.engine.environment import torchrun_env
+
+    _set(clean_env, **TORCHRUN, GNNPIPE_LOCAL_WORKER="1")
+    assert torchrun_env() is None
+
+
+@pytest.mark.parametrize("env,needle", [
+    ({"RANK": "one"}, "RANK='one'"),
+    ({"WORLD_SIZE": "2.0"}, "WORLD_SIZE='2.0'"),
+    ({"LOCAL_RANK": ""}, "LOCAL_RANK=''"),
+    ({"MASTER_PORT": "http"}, "MASTER_PORT='http'"),
+    ({"RANK": "8"}, "RANK=8"),                      # not below WORLD_SIZE
+    ({"LOCAL_RANK": "4"}, "LOCAL_RANK=4"),          # not below LOCAL_WORLD_SIZE
+])
+def test_malformed_torchrun_variables_are_one_line_config_errors(clean_env, env, needle) -> None:
+    from gnnpipe.engine.environment import torchrun_env
+
+    _set(clean_env, **{**TORCHRUN, **env})
+    with pytest.raises(ConfigError, match=r"^environment: expected ") as info:
+        torchrun_env()
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_incomplete_env_launch_is_refused_with_the_missing_names(clean_env) -> None:
+    from gnnpipe.engine.environment import torchrun_env
+
+    _set(clean_env, RANK="0", WORLD_SIZE="2")
+    with pytest.raises(ConfigError, match=r"^environment: .*MASTER_ADDR, MASTER_PORT unset$"):
+        torchrun_env()
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="VmHWM is Linux-only")
@@ -121,7 +189,7 @@ def test_spawned_worker_reports_its_own_peak_memory_not_the_launchers() -> None:
     import torch
 
     from gnnpipe.engine.launch import launch_local
-    from gnnpipe.trainer.record import measure_peak_memory as _peak_memory
+    from gnnpipe.trainer.machine import measure_peak_memory as _peak_memory
 
     big = torch.ones(600 * 2**20 // 4)  # 600 MB resident in the launcher
     mine = _peak_memory(torch.device("cpu"), 0)
@@ -158,7 +226,7 @@ def test_worker_threads_share_the_cores(monkeypatch):
 
     import torch
 
-    from gnnpipe.engine.launch import set_worker_threads
+    from gnnpipe.engine.environment import set_worker_threads
 
     saved = torch.get_num_threads()
     try:
@@ -173,3 +241,146 @@ def test_worker_threads_share_the_cores(monkeypatch):
         assert set_worker_threads() == 1  # an explicit OMP_NUM_THREADS is left alone
     finally:
         torch.set_num_threads(saved)
+
+
+TARGETS = '''
+import os
+
+
+class TwoArgError(Exception):
+    """An exception whose constructor does not take its args: it pickles but cannot
+    be unpickled, so it cannot travel back to the launcher."""
+
+    def __init__(self, code, text):
+        super().__init__(f"{text} (code {code})")
+        self.code = code
+
+
+def fail_on(rank, kind):
+    if int(os.environ["RANK"]) != rank:
+        return "fine"
+    if kind == "unpicklable":
+        raise TwoArgError(7, "cannot travel")
+    from gnnpipe.errors import ConfigError
+
+    raise ConfigError("model.hidden: expected an integer >= 1, found 0")
+
+
+def teardown_fails():
+    import gnnpipe.engine.launch_worker as launch_worker
+
+    def leave():
+        raise RuntimeError("teardown exploded")
+
+    launch_worker.leave_process_group = leave  # what the worker calls after reporting
+    return "done"
+'''
+
+
+@pytest.fixture
+def targets(tmp_path, monkeypatch):
+    """A module of worker targets, importable by the spawned workers (which get the
+    launcher's sys.path)."""
+    import importlib
+    import uuid
+
+    name = f"launch_targets_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(TARGETS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def test_an_exception_that_cannot_be_sent_back_is_reported_by_rank_and_text(targets, capfd) -> None:
+    from gnnpipe.engine.launch import launch_local
+    from gnnpipe.errors import WorkerFailedError
+
+    with pytest.raises(WorkerFailedError) as info:
+        launch_local(targets.fail_on, 2, (1, "unpicklable"))
+    text = str(info.value)
+    assert info.value.rank == 1 and text.startswith("worker rank 1 failed: TwoArgError: cannot travel (code 7)")
+    assert "the exception object could not be sent to the launcher" in text, text
+    err = capfd.readouterr().err
+    assert "[rank 1] WARNING" in err and "the TwoArgError cannot be sent to the launcher" in err, err
+
+
+def test_an_input_error_raised_in_a_worker_is_raised_as_itself(targets) -> None:
+    from gnnpipe.engine.launch import launch_local
+
+    with pytest.raises(ConfigError, match=r"^model\.hidden: expected an integer >= 1, found 0$"):
+        launch_local(targets.fail_on, 2, (0, "input"))
+
+
+def test_a_failure_to_leave_the_process_group_is_logged_with_the_rank(targets, capfd) -> None:
+    from gnnpipe.engine.launch import launch_local
+
+    assert launch_local(targets.teardown_fails, 1, ()) == "done"
+    err = capfd.readouterr().err
+    assert "[rank 0] WARNING" in err, err
+    assert "rank 0: leaving the process group after the run failed: RuntimeError: teardown exploded" in err, err
+
+
+NO_GUARD = '''
+import gnnpipe
+
+gnnpipe.train(gnnpipe.load_dataset("synthetic", num_nodes=500), gnnpipe.ModelConfig(layers=2, hidden=8),
+              gnnpipe.TrainConfig(epochs=1), gnnpipe.ParallelConfig(mode="graph", workers=2))
+'''
+
+
+def _script_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _ENV_VARS}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def test_a_script_without_the_main_guard_is_refused_at_once(tmp_path) -> None:
+    script = tmp_path / "no_guard.py"
+    script.write_text(NO_GUARD)
+    # Before the check this never ended: every spawned worker re-ran the script.
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=_script_env())
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("gnnpipe.errors.ConfigError: main module"), proc.stderr[-3000:]
+    assert 'start the run under `if __name__ == "__main__":` (the workers are spawned and re-import the main ' \
+           'module)' in last and "line 4" in last, last
+    assert "[rank " not in proc.stderr  # refused before any worker started
+
+
+def test_a_spawned_worker_that_would_start_the_run_again_refuses(monkeypatch) -> None:
+    """The worker-side check, for what the launcher's look at the script cannot see:
+    a process still importing its main module (spawn's bootstrap) never launches."""
+    import multiprocessing
+
+    from gnnpipe.engine.launch import launch_local
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(ConfigError, match=r"^main module: start the run under `if __name__ == \"__main__\":`"):
+        launch_local(print, 2, ())
+
+
+DIES_AT_IMPORT = '''
+import gnnpipe
+
+if __name__ == "__mp_main__":  # only in the spawned workers, while they import this script
+    raise RuntimeError("this script cannot be imported by a worker")
+
+if __name__ == "__main__":
+    gnnpipe.train(gnnpipe.load_dataset("synthetic", num_nodes=500), gnnpipe.ModelConfig(layers=2, hidden=8),
+                  gnnpipe.TrainConfig(epochs=1), gnnpipe.ParallelConfig(mode="graph", workers=2))
+'''
+
+
+def test_workers_that_die_while_starting_end_the_run(tmp_path) -> None:
+    """The arguments (> 64 KB here) used to travel with spawn's own start-up data,
+    which the launcher writes while the child imports the main module: a child that
+    died there left the launcher blocked in that write for ever."""
+    script = tmp_path / "dies_at_import.py"
+    script.write_text(DIES_AT_IMPORT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=_script_env())
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("gnnpipe.errors.WorkerFailedError: worker rank "), proc.stderr[-3000:]
+    assert "process died (exit code 1) without reporting, while starting" in last, last
+    assert "this script cannot be imported by a worker" in proc.stderr  # the worker's own error

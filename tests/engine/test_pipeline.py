@@ -53,7 +53,8 @@ def make_config(case: dict[str, Any]):
     par = {k: case[k] for k in ("shuffle", "snapshot_period", "unbiased_scale", "history_init",
                                 "stage_split", "ways") if k in case}
     return RunConfig(
-        model=ModelConfig(model=case["model"], layers=case.get("layers", 4), hidden=5, dropout=0.0),
+        model=ModelConfig(model=case["model"], layers=case.get("layers", 4), hidden=5, dropout=0.0,
+                          input_proj=case.get("input_proj"), classifier=case.get("classifier")),
         train=TrainConfig(epochs=EPOCHS, lr=0.05, weight_decay=1e-3, layer_weight_decay=2e-3,
                           dtype="float64", seed=3),
         parallel=ParallelConfig(mode=case["mode"], workers=case["workers"], chunks=case["chunks"],
@@ -96,22 +97,19 @@ class CallRecorder:
 
 def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str, Any]:
     """Train one case for EPOCHS epochs on this rank; return what it owns and sent."""
-    from gnnpipe.engine.context import WorkerContext
-    from gnnpipe.engine.graph_mode import GraphRunner
-    from gnnpipe.engine.hybrid import HybridRunner
-    from gnnpipe.engine.pipeline import PipelineRunner
+    from gnnpipe.engine.runners import RUNNERS
+    from tests.engine._context import make_context
 
     cfg = make_config(case)
     chunked = chunked_for(case)
     recorder = CallRecorder(comm) if case.get("record_calls") else None
     comm = recorder or comm
-    ctx = WorkerContext(rank=rank, world_size=world, device=torch.device("cpu"), dtype=torch.float64,
-                        config=cfg, chunked=chunked, comm=comm, model=build_model(cfg, chunked.graph))
-    runner = {"pipeline": PipelineRunner, "hybrid": HybridRunner, "graph": GraphRunner}[case["mode"]](ctx)
+    runner = RUNNERS[case["mode"]](make_context(rank, cfg, chunked, comm, build_model(cfg, chunked.graph)))
+    runner.prepare()  # the history start
     epochs = []
     for epoch in range(1, EPOCHS + 1):
         if recorder is not None:
-            recorder.active = epoch > 1  # epoch 1 also runs the exact history init
+            recorder.active = epoch > 1
         st = runner.train_epoch(epoch)
         if recorder is not None:
             recorder.active = False
@@ -123,11 +121,11 @@ def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str
             "times": (st.compute_s, st.comm_wait_s, st.bubble_s),
         })
     acc = runner.evaluate()
-    rows = getattr(runner, "way_rows", None)
+    stage = getattr(runner, "stage", None)
     return {"epochs": epochs, "acc": acc, "predicted": runner.predicted_bytes(),
             "calls": recorder.calls if recorder is not None else None,
-            "way_rows": None if rows is None else (runner.way, rows.clone(),
-                                                   {l: tuple(b.shape) for l, b in runner.B.items()})}
+            "way_rows": None if stage is None else (stage.way, stage.rows.way_rows.clone(),
+                                                    {l: tuple(b.shape) for l, b in stage.B.items()})}
 
 
 def cases_worker(rank: int, world: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -327,7 +325,7 @@ def results_by_case(results: list[list[dict[str, Any]]], num_cases: int) -> list
 def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
     # The executor reads a layer's input gradient from the sink instead of keeping the
     # gathered rows as a leaf until backward.
-    from gnnpipe.engine.pipeline import _gather_rows
+    from gnnpipe.engine.stage import gather_rows
 
     torch.manual_seed(0)
     buf = torch.randn(7, 4, dtype=torch.float64)
@@ -335,7 +333,7 @@ def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
     w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        h_local, sink = _gather_rows(buf, ids)
+        h_local, sink = gather_rows(buf, ids)
         out = torch.tanh(h_local[:3] * 2.0) @ w
     assert not any(t.shape == (5, 4) for t in saved)  # tanh saves its output, not h_local
     g_out = torch.randn(3, 3, dtype=torch.float64)

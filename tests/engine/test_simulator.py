@@ -91,7 +91,8 @@ def test_chunks_without_cross_reads_are_single(model, monkeypatch):
 def test_exact_history_reproduces_the_first_forward_but_not_its_gradient():
     from gnnpipe.partition import chunk_graph
 
-    case = dict(mode="pipeline", workers=2, chunks=4, model="sage", **dict(ON, unbiased_scale=False))
+    case = dict(mode="pipeline", workers=2, chunks=4, model="sage", input_proj=True, classifier=True,
+                **dict(ON, unbiased_scale=False))
     chunked = chunk_graph(tiny_graph(), 4, cache=False)
     assert chunked.stats.edge_cut > 0
     got, _ = _simulate(case, chunked)

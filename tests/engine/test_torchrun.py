@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -40,3 +41,46 @@ def test_torchrun_launch_trains_like_the_builtin_launcher(tmp_path) -> None:
     assert a["extra"]["launch"] == "local" and b["extra"]["launch"] == "torchrun"
     assert a["partition"] == b["partition"]
     assert len(b["peak_memory_bytes"]) == 2
+
+
+def _env(tmp_path) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GNNPIPE_DIST_TIMEOUT_S": "60",
+           "GNNPIPE_CACHE_DIR": str(tmp_path / "cache")}
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PIPE = [a if a != "graph" else "pipeline" for a in ARGS]
+
+
+def test_two_nodes_with_c10d_rendezvous_train_like_one_node(tmp_path) -> None:
+    """Two torchrun agents (``--nnodes 2``, one worker each, a c10d rendezvous on
+    localhost: two "nodes" on this machine) train the same run as one agent with two
+    workers: the same losses, accuracies and bytes."""
+    env = _env(tmp_path)
+    one = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          *PIPE, "--json-out", str(tmp_path / "one.json")], capture_output=True, text=True,
+                         timeout=200, env=env)
+    assert one.returncode == 0, (one.stdout + one.stderr)[-3000:]
+    port = _free_port()
+    agents = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                                "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gnnpipe-test",
+                                *PIPE, "--json-out", str(tmp_path / "two.json")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+              for _ in range(2)]
+    outs = [a.communicate(timeout=200) for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], [o[1][-2000:] for o in outs]
+    a, b = json.loads((tmp_path / "one.json").read_text()), json.loads((tmp_path / "two.json").read_text())
+    assert a["mode"] == b["mode"] == "pipeline" and a["world_size"] == b["world_size"] == 2
+    for ea, eb in zip(a["epochs"], b["epochs"], strict=True):
+        assert eb["loss"] == pytest.approx(ea["loss"], rel=1e-12)
+        assert (eb["val_acc"], eb["test_acc"]) == (ea["val_acc"], ea["test_acc"])
+        assert eb["bytes"] == ea["bytes"] and eb["bytes"]["stage_activations"] > 0

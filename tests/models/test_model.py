@@ -61,7 +61,10 @@ def test_model_shapes_and_layer_dims(graph, whole_ops, model_name, depth):
     torch.manual_seed(0)
     model = build_model(cfg(model_name, depth), F_IN, C).to(DT)
     assert len(model.layers) == depth
-    assert model.layer_dims == [5] * (depth + 1)
+    # GCNII / ResGCN+ project F -> H and classify H -> C; the plain models read F in
+    # layer 1 and write C in the last (PyG's models.GCN convention).
+    structured = model_name in ("gcnii", "resgcn+")
+    assert model.layer_dims == ([5] * (depth + 1) if structured else [F_IN] + [5] * (depth - 1) + [C])
     assert [l.in_dim for l in model.layers] == model.layer_dims[:-1]
     assert [l.out_dim for l in model.layers] == model.layer_dims[1:]
     assert model.needs_h0 == (model_name == "gcnii")
@@ -139,7 +142,9 @@ def test_same_seed_gives_identical_parameters(model_name):
 @pytest.mark.parametrize("model_name", MODEL_NAMES)
 def test_layer_and_dense_parameters_partition_all_parameters(model_name):
     torch.manual_seed(0)
-    model = build_model(cfg(model_name, 3), F_IN, C)
+    # The plain models have no projection or classifier by default: opt in, so that
+    # both groups are non-empty.
+    model = build_model(cfg(model_name, 3, input_proj=True, classifier=True), F_IN, C)
     layer_ids = {id(p) for p in model.layer_parameters()}
     dense_ids = {id(p) for p in model.dense_parameters()}
     assert layer_ids and dense_ids and not (layer_ids & dense_ids)

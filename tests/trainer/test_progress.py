@@ -8,7 +8,8 @@ import logging
 
 import pytest
 
-from gnnpipe.trainer.progress import Progress, setup_logging
+from gnnpipe.logs import setup_logging
+from gnnpipe.trainer.progress import Progress
 
 
 class _Tty(io.StringIO):

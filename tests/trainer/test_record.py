@@ -1,25 +1,32 @@
-"""The result record: built by build_record, checked by check_record, written atomically."""
+"""The result record: built by build_record to the schema tables, checked by
+check_record against them, documented from them, written atomically."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
-import torch
 
 from gnnpipe.config import RunConfig
+from gnnpipe.engine.comm import KINDS
+from gnnpipe.trainer.machine import machine_info, measure_peak_memory
+from gnnpipe.trainer.monitor import Monitor
 from gnnpipe.trainer.record import (
-    BYTE_KINDS,
+    EPOCH_FIELDS,
+    RECORD_FIELDS,
     EpochRecord,
+    Field,
     build_record,
     check_record,
-    machine_info,
-    measure_peak_memory,
-    select_best,
+    graph_summary,
     summary_line,
     write_json_atomic,
 )
+
+from tests.trainer.helpers import easy_graph
 
 GRAPH_INFO = {"name": "g", "num_nodes": 10, "num_edges": 20, "num_features": 3, "num_classes": 2,
               "train": 4, "val": 3, "test": 3}
@@ -35,30 +42,23 @@ def _epochs(vals):
     return out
 
 
-def _record(epochs, world_size=1):
-    return build_record(RunConfig(), mode="single", world_size=world_size, graph_info=GRAPH_INFO,
-                        epochs=epochs, best=None,
+def _best(epochs, monitor="val_acc"):
+    m = Monitor(monitor)
+    for e in epochs:
+        if e.evaluated:
+            m.update(e.epoch, e.val_acc, e.val_loss, e.test_acc)
+    return m.best()
+
+
+def _record(epochs, world_size=1, graph_info=GRAPH_INFO):
+    return build_record(RunConfig(), mode="single", world_size=world_size, graph_info=graph_info,
+                        epochs=epochs, best=_best(epochs),
                         peak_memory=[measure_peak_memory("cpu", rank=r) for r in range(world_size)],
                         wall_time_s=1.5, machine=machine_info("cpu", None))
 
 
-def test_best_is_the_earliest_highest_validation_epoch():
-    best = select_best(_epochs([None, 0.5, 0.8, None, 0.8, 0.7]))
-    assert best == {"epoch": 3, "val_acc": 0.8, "val_loss": None, "test_acc": 0.4, "monitor": "val_acc"}
-    assert select_best(_epochs([None, None])) == {"epoch": None, "val_acc": None, "val_loss": None,
-                                                  "test_acc": None, "monitor": "val_acc"}
-
-
-def test_best_on_val_loss_is_the_earliest_lowest_loss_epoch():
-    epochs = _epochs([0.5, 0.8, 0.6, 0.7])
-    for e, loss in zip(epochs, (1.0, 0.9, 0.4, 0.4)):
-        e.val_loss = loss
-    best = select_best(epochs, "val_loss")
-    # epoch 3: the lowest loss first reached there, though epoch 2 has the best accuracy
-    assert best == {"epoch": 3, "val_acc": 0.6, "val_loss": 0.4, "test_acc": 0.3, "monitor": "val_loss"}
-    assert select_best(epochs)["epoch"] == 2
-    epochs[2].val_loss = float("nan")  # a diverged evaluation is never the best
-    assert select_best(epochs, "val_loss")["epoch"] == 4
+def _field(fields, key):
+    return next(f for f in fields if f.key == key)
 
 
 def test_record_has_the_schema_and_json_roundtrips(tmp_path):
@@ -69,7 +69,7 @@ def test_record_has_the_schema_and_json_roundtrips(tmp_path):
     check_record(rec)
     assert [e["val_acc"] for e in rec["epochs"]] == [None, 0.5, None, 0.75]
     assert rec["epochs"][0]["test_acc"] is None and rec["epochs"][0]["eval_time_s"] is None
-    assert set(rec["epochs"][0]["bytes"]) == set(BYTE_KINDS)
+    assert list(rec["epochs"][0]["bytes"]) == list(KINDS)  # the communicator's kinds, in its order
     assert rec["summary"]["bytes_total"]["halo_rows"] == 130
     assert rec["best"]["epoch"] == 4
     assert rec["config"] == RunConfig().to_dict()
@@ -81,11 +81,45 @@ def test_record_has_the_schema_and_json_roundtrips(tmp_path):
     assert "best val 75.00%" in summary_line(rec)
 
 
+def test_builders_write_exactly_the_keys_of_the_schema_tables():
+    """build_record and EpochRecord.to_dict write the keys of RECORD_FIELDS and
+    EPOCH_FIELDS, in table order, and the sub-keys each field lists: a key added to
+    a builder but not to its table (or the reverse) fails here."""
+    epochs = _epochs([None, 0.5])
+    epochs[1].bytes_predicted = dict.fromkeys(KINDS, 1)
+    rec = _record(epochs, graph_info=graph_summary(easy_graph(num_nodes=30)))
+    assert list(rec) == [f.key for f in RECORD_FIELDS]
+    for e in rec["epochs"]:
+        assert list(e) == [f.key for f in EPOCH_FIELDS]
+        for f in EPOCH_FIELDS:
+            if f.keys:
+                assert list(e[f.key]) == list(f.keys), f.key
+    # what the builders write in full: exactly the listed sub-keys
+    for key in ("dataset", "best", "summary"):
+        assert list(rec[key]) == list(_field(RECORD_FIELDS, key).keys), key
+    assert list(rec["summary"]["bytes_total"]) == list(KINDS)
+    for m in rec["peak_memory_bytes"]:
+        assert list(m) == list(_field(RECORD_FIELDS, "peak_memory_bytes").keys)
+    # what other modules write: at least the listed sub-keys
+    assert set(_field(RECORD_FIELDS, "config").keys) <= set(rec["config"])
+    assert set(_field(RECORD_FIELDS, "machine").keys) <= set(rec["machine"])
+
+
 def test_check_record_rejects_departures():
     rec = _record(_epochs([0.5]))
+    check_record(rec)
     for breaking in (lambda r: r.pop("machine"),
+                     lambda r: r["machine"].pop("platform"),
+                     lambda r: r.__setitem__("wall_time_s", "1.5"),
+                     lambda r: r["summary"].pop("bytes_total"),
+                     lambda r: r["best"].pop("monitor"),
                      lambda r: r["epochs"][0].pop("bytes"),
+                     lambda r: r["epochs"][0].__setitem__("note", 1),
+                     lambda r: r["epochs"][0].__setitem__("loss", "0.1"),
+                     lambda r: r["epochs"][0]["time"].__setitem__("io_s", 0.0),
+                     lambda r: r["epochs"][0].__setitem__("bytes_predicted", {"gossip": 1}),
                      lambda r: r["epochs"][0].__setitem__("test_acc", None),
+                     lambda r: r["peak_memory_bytes"][0].__setitem__("device", r["peak_memory_bytes"][0].pop("source")),
                      lambda r: r.__setitem__("world_size", 2)):
         broken = json.loads(json.dumps(rec))
         breaking(broken)
@@ -93,9 +127,22 @@ def test_check_record_rejects_departures():
             check_record(broken)
 
 
+def test_a_field_states_its_sub_keys_in_its_meaning_and_a_known_type():
+    assert _field(RECORD_FIELDS, "partition").types == (dict, type(None))
+    with pytest.raises(ValueError, match="keys"):
+        Field("x", "object", "no placeholder", keys=("a",))
+    with pytest.raises(ValueError, match="keys"):
+        Field("x", "object", "{keys} but none")
+    with pytest.raises(ValueError, match="tuple"):
+        Field("x", "tuple", "an unknown JSON type")
+
+
 def test_unknown_byte_kind_is_refused():
     e = EpochRecord(epoch=1, loss=0.1, epoch_time_s=0.1, bytes={"gossip": 3})
     with pytest.raises(ValueError, match="gossip"):
+        e.to_dict()
+    e = EpochRecord(epoch=1, loss=0.1, epoch_time_s=0.1, bytes_predicted={"rumour": 3})
+    with pytest.raises(ValueError, match="rumour"):
         e.to_dict()
 
 
@@ -106,18 +153,31 @@ def test_diverged_loss_is_null_not_nan(tmp_path):
     write_json_atomic(rec, tmp_path / "r.json")  # strict JSON: would fail on NaN
 
 
+def test_diverged_validation_loss_of_the_best_epoch_is_null(tmp_path):
+    """Monitoring val_acc can pick an epoch whose val_loss diverged: the record stores
+    null there too, in the epoch and in ``best``, so it stays writable."""
+    epochs = _epochs([0.5, 0.8])
+    epochs[1].val_loss = float("nan")
+    rec = _record(epochs)
+    assert rec["best"]["epoch"] == 2
+    assert rec["best"]["val_loss"] is None and rec["epochs"][1]["val_loss"] is None
+    write_json_atomic(rec, tmp_path / "r.json")
+
+
 def test_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(TypeError):
         write_json_atomic({"x": object()}, tmp_path / "r.json")
     assert os.listdir(tmp_path) == []
 
 
-def test_peak_memory_and_machine_are_measured():
-    m = measure_peak_memory("cpu")
-    assert m["source"] in ("VmHWM", "ru_maxrss") and m["bytes"] > 10 * 2**20  # an interpreter with torch
-    info = machine_info("cpu", "gloo")
-    assert info["torch"] == torch.__version__ and info["dist_backend"] == "gloo"
-    assert info["cpu_cores"]["logical"] >= 1
+def test_the_communicator_imports_nothing_from_the_trainer():
+    """The byte kinds live with the communicator and the record imports them from
+    there; the engine must not import the trainer back (a fresh interpreter shows
+    what importing the communicator loads)."""
+    code = ("import sys, gnnpipe.engine.comm; "
+            "print(sorted(m for m in sys.modules if m.startswith('gnnpipe.trainer')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_readme_documents_the_record_schema_as_the_code_states_it():

@@ -1,0 +1,88 @@
+"""What one pipelined epoch accumulates, made fresh at the start of every epoch.
+
+A stage's lasting state (its layers, optimizer and historical buffers) lives in
+:class:`gnnpipe.engine.stage.Stage`; everything that exists only for the length of
+one epoch (the chunk order, posted receives, outstanding sends, the autograd state
+saved between a chunk's forward and its backward, the loss, the encode output of
+stage 0, the time split) lives here, so that nothing of one epoch can leak into the
+next and no attribute appears only after a call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor
+
+__all__ = ["StageTimer", "EpochState"]
+
+
+class StageTimer:
+    """Blocked-time bookkeeping of one epoch: every wait is bubble or comm wait.
+
+    ``bubble`` is the pipeline fill/drain (the wait for the first forward input, the
+    turn from forward to backward, the wait for the last stage's loss); every other
+    blocked wait is ``comm_s``.
+    """
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self.bubble = 0.0
+        self.comm_s = 0.0
+
+    def _book(self, dt: float, bubble: bool) -> None:
+        if bubble:
+            self.bubble += dt
+        else:
+            self.comm_s += dt
+
+    def wait(self, handle: Any, bubble: bool = False) -> None:
+        if handle is None:
+            return
+        t0 = time.perf_counter()
+        self.comm.wait(handle)
+        self._book(time.perf_counter() - t0, bubble)
+
+    def timed(self, fn: Any, *args: Any, bubble: bool = False, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn(*args, **kw)
+        self._book(time.perf_counter() - t0, bubble)
+        return out
+
+
+@dataclass
+class EpochState:
+    """One epoch of one stage.
+
+    Attributes:
+        orders: the chunk order of every way (``orders[way][t]``).
+        step_of: int64 [C] on the device: the step at which each chunk runs.
+        timer: this epoch's :class:`StageTimer`.
+        recv_f / recv_b: chunk -> (handle, buffer) of posted forward / backward receives.
+        sends: outstanding isend handles (waited by ``WaitSends``).
+        saved: chunk -> what its backward needs (per-layer outputs and gradient sinks,
+            h0 rows, the loss on the last stage, then the gradient message to send).
+        loss_sum: the last stage's summed chunk losses.
+        logits: chunk -> detached logits (last stage).
+        first_fwd_wait / first_bwd_wait: whether the next forward / backward wait is
+            the first of the epoch (booked as bubble).
+        h0_full / h0_det / h0_grad: stage 0's ``encode(X)`` of every row, its detached
+            copy that the chunks read, and the gradient summed over every read.
+    """
+
+    orders: tuple[tuple[int, ...], ...]
+    step_of: Tensor
+    timer: StageTimer
+    recv_f: dict[int, tuple[Any, Tensor]] = field(default_factory=dict)
+    recv_b: dict[int, tuple[Any, Tensor]] = field(default_factory=dict)
+    sends: list[Any] = field(default_factory=list)
+    saved: dict[int, dict[str, Any]] = field(default_factory=dict)
+    loss_sum: float = 0.0
+    logits: dict[int, Tensor] = field(default_factory=dict)
+    first_fwd_wait: bool = True
+    first_bwd_wait: bool = True
+    h0_full: Tensor | None = None
+    h0_det: Tensor | None = None
+    h0_grad: Tensor | None = None

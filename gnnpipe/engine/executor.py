@@ -1,0 +1,61 @@
+"""The runtime that executes one stage's program of a pipeline schedule.
+
+A :class:`~gnnpipe.engine.schedule.PipelineSchedule` is data (a tuple of actions per
+stage); a :class:`~gnnpipe.engine.stage.Stage` owns buffers, transfers and the chunk
+compute. :func:`execute` walks the stage's actions in order and calls the stage for
+each, booking the blocked time of every wait in the epoch's timer: nothing else. It
+is the only place that knows which action kind maps to which stage operation, as
+``torch.distributed.pipelining`` keeps its schedule runtime apart from its stage.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from gnnpipe.engine import schedule as sch
+from gnnpipe.engine.epoch_state import EpochState
+from gnnpipe.engine.stage import Stage
+
+__all__ = ["execute"]
+
+
+def _wait_forward(stage: Stage, st: EpochState, a: sch.WaitRecvForward) -> None:
+    st.timer.wait(st.recv_f[a.chunk][0], bubble=st.first_fwd_wait)  # the first: pipeline fill
+    st.first_fwd_wait = False
+
+
+def _wait_backward(stage: Stage, st: EpochState, a: sch.WaitRecvBackward) -> None:
+    st.timer.wait(st.recv_b[a.chunk][0], bubble=st.first_bwd_wait)  # the first: the turn
+    st.first_bwd_wait = False
+
+
+def _wait_sends(stage: Stage, st: EpochState, a: sch.WaitSends) -> None:
+    for h in st.sends:
+        st.timer.wait(h)
+    st.sends = []
+
+
+#: Action kind -> what the stage does for it.
+_HANDLERS: dict[type, Callable[[Stage, EpochState, Any], None]] = {
+    sch.PostRecvForward: lambda stage, st, a: stage.post_recv_forward(st, a.chunk),
+    sch.WaitRecvForward: _wait_forward,
+    sch.Forward: lambda stage, st, a: stage.forward(st, a.chunk, a.step),
+    sch.SendForward: lambda stage, st, a: stage.send_forward(st, a.chunk),
+    sch.PostRecvBackward: lambda stage, st, a: stage.post_recv_backward(st, a.chunk),
+    sch.WaitRecvBackward: _wait_backward,
+    sch.Backward: lambda stage, st, a: stage.backward(st, a.chunk, a.step),
+    sch.SendBackward: lambda stage, st, a: stage.send_backward(st, a.chunk),
+    sch.IdleForward: lambda stage, st, a: stage.idle_forward(st, a.step),
+    sch.IdleBackward: lambda stage, st, a: stage.idle_backward(st, a.step),
+    sch.WaitSends: _wait_sends,
+    sch.Step: lambda stage, st, a: stage.step(st),
+}
+
+
+def execute(stage: Stage, program: Iterable[sch.Action], st: EpochState) -> None:
+    """Run ``program`` (``schedule.for_stage(stage_idx)``) on ``stage`` for epoch ``st``."""
+    for a in program:
+        handler = _HANDLERS.get(type(a))
+        if handler is None:
+            raise TypeError(f"schedule action: expected one of the kinds of gnnpipe.engine.schedule, found {a!r}")
+        handler(stage, st, a)

@@ -1,0 +1,358 @@
+"""One pipeline stage: the layers, parameters and buffers a rank owns, and the
+computation of one chunk through them (DESIGN.md 5; hybrid: 6).
+
+Rank ``way * S + stage`` owns ``model.layers[a:b]`` (plus encode on stage 0, the
+classifier and the loss on the last stage) for the chunks of its way. As the stage
+of ``torch.distributed.pipelining``, a :class:`Stage` owns its buffers and its
+point-to-point transfers, and knows nothing of the order in which they happen: the
+executor (:mod:`gnnpipe.engine.executor`) runs the actions of a schedule against it.
+The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
+
+* **Buffers.** For each of its layers ``l >= 2`` the stage keeps ``B_l`` [n_rows, d]
+  of that layer's input and a gradient buffer ``G_l`` [n_rows, d] over the way's row
+  space (:mod:`gnnpipe.engine.row_space`; all N rows in pipeline mode). ``B_l``
+  starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed from
+  ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy). Layer 1
+  of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of the
+  epoch, so it needs no buffer and its reads are exact.
+* **Forward** of chunk ``k`` at step ``t``: its input rows are written into ``B_l``;
+  the layer reads ``cat(B_l[own], B_l[halo])``. A halo row of chunk ``j`` is FRESH
+  when ``step(j) <= t`` (written earlier this epoch; in hybrid also by another way at
+  the same step, exchanged before the layer) and STALE otherwise.
+* **Backward** of chunk ``k``, layer by layer: one autograd call per layer gives the
+  gradient of ``h_local``; its fresh halo part is added to ``G_l`` of the source rows
+  (technique 3 multiplies exactly this part by 2), its stale part is dropped (stale
+  rows are constants); the gradient of the layer input of ``k`` is its own part plus
+  ``G_l[rows of k]``, complete because every chunk that read ``k`` freshly came later
+  in the order and has already done its backward.
+* **Step.** Weight gradients accumulate over the chunks; stage 0 back-propagates the
+  summed ``h0`` gradient through encode once; one Adam step (hybrid: after an
+  all-reduce over the ways of the stage).
+
+With GCNII the chunk's ``h0`` rows travel with its activations (and their gradient
+with the activation gradient), concatenated in one message, counted as stage traffic.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gnnpipe.engine.epoch_state import EpochState
+from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
+from gnnpipe.engine.way_exchange import WayExchange
+from gnnpipe.models.objective import training_loss
+
+__all__ = ["Stage", "TAG_FWD", "TAG_BWD"]
+
+logger = logging.getLogger(__name__)
+
+#: p2p tags of the forward (activations) and backward (gradients) directions.
+TAG_FWD, TAG_BWD = 11, 12
+
+
+class _GatherRows(torch.autograd.Function):
+    """``h_local = buf[local_ids]`` as an autograd node whose gradient lands in a sink.
+
+    The stage needs the gradient of each layer's gathered input ``h_local`` (its halo
+    part goes to ``G_l``, its own part down the stage). Making ``h_local`` a leaf
+    would keep every gathered ``[n_local, d]`` tensor alive from a chunk's forward to
+    its backward only to read ``.grad``: the largest state of a pipelined stage, since
+    ``n_local`` (own + halo rows) is 3.4x the own rows at C = 8 on the synthetic
+    default. Through this node the gathered rows live only as long as the layer itself
+    saves them (a GCN or GCNII layer saves none of them), and backward stops here: the
+    scalar ``token`` is the leaf, ``buf`` is a constant.
+
+    Shapes: buf [N, d]; local_ids [n_local]; output and the sunk gradient [n_local, d].
+    """
+
+    @staticmethod
+    def forward(ctx: Any, token: Tensor, buf: Tensor, local_ids: Tensor, sink: list) -> Tensor:  # type: ignore[override]
+        ctx.sink = sink
+        return buf.index_select(0, local_ids)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+        ctx.sink.append(grad)
+        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None
+
+
+def gather_rows(buf: Tensor, local_ids: Tensor) -> tuple[Tensor, list]:
+    """``(h_local, sink)``: see :class:`_GatherRows`; after the backward through the
+    layer, ``sink`` holds the gradient of ``h_local`` (empty when none flowed)."""
+    sink: list = []
+    token = torch.zeros((), dtype=buf.dtype, device=buf.device, requires_grad=True)
+    return _GatherRows.apply(token, buf, local_ids, sink), sink
+
+
+def _sunk(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
+    """The gradient in ``sink`` (autograd sums every use of ``h_local`` before calling
+    the node's backward once), or zeros when none flowed."""
+    return sink[0] if sink else torch.zeros(shape, dtype=like.dtype, device=like.device)
+
+
+def _grad(t: Tensor) -> Tensor:
+    return t.grad if t.grad is not None else torch.zeros_like(t)
+
+
+class Stage:
+    """What rank ``ctx.rank`` owns in pipeline or hybrid mode, and its chunk compute."""
+
+    def __init__(self, ctx: Any) -> None:
+        from gnnpipe.kernels import ChunkOps
+        from gnnpipe.models.model import model_input
+        from gnnpipe.models.optim import build_optimizer
+
+        layout = ctx.layout
+        pc = ctx.config.parallel
+        self.comm = ctx.comm
+        self.device, self.dtype = ctx.device, ctx.dtype
+        self.rank = ctx.rank
+        self.way, self.stage = layout.way_of(ctx.rank), layout.stage_of(ctx.rank)
+        self.prev_rank, self.next_rank = layout.prev_stage_rank(ctx.rank), layout.next_stage_rank(ctx.rank)
+        self.stage_group = layout.stage_group(self.stage)
+        self.num_ways = layout.ways
+        model = ctx.model
+        self.model = model
+        self.a, self.b = layout.layer_range(self.stage)
+        self.first, self.last = self.prev_rank is None, self.next_rank is None
+        self.needs_h0 = bool(model.needs_h0)
+        self.h0_dim = int(model.h0_dim)
+        self.dims = [int(d) for d in model.layer_dims]
+        self.buffered = [l for l in range(self.a + 1, self.b + 1) if l >= 2]  # 1-based layers with B_l
+
+        # Own only what this stage runs; move just that to the device.
+        for i in range(self.a, self.b):
+            model.layers[i].to(device=self.device, dtype=self.dtype)
+        if self.first:
+            model.encode.to(device=self.device, dtype=self.dtype)
+        if self.last:
+            model.decode.to(device=self.device, dtype=self.dtype)
+        self.owned = {n: p for n, p in model.named_parameters() if self._owns(n)}
+        layer_ids = {id(p) for i in range(self.a, self.b) for p in model.layers[i].parameters()}
+        owned = list(self.owned.values())
+        self.optimizer = build_optimizer(ctx.config.train, [p for p in owned if id(p) in layer_ids],
+                                         [p for p in owned if id(p) not in layer_ids])
+
+        g = ctx.chunked.graph
+        self.num_nodes = g.num_nodes
+        self.plans = ctx.chunked.plans
+        self.num_chunks = len(self.plans)
+        self.blocks = layout.way_blocks()
+        self.my_chunks = self.blocks[self.way]
+        self.ops = {k: ChunkOps.build(self.plans[k], device=self.device, dtype=self.dtype,
+                                      backend=pc.kernel_backend) for k in self.my_chunks}
+        self.rows = build_row_space(self.plans, self.blocks, self.way, self.num_nodes)
+        row_of, r0 = self.rows.row_of, self.rows.r0
+        self.local_ids = {k: row_of[self.plans[k].local_global_nid].to(self.device) for k in self.my_chunks}
+        self.halo_ids = {k: row_of[self.plans[k].halo_global_nid].to(self.device) for k in self.my_chunks}
+        self.own = {k: slice(self.plans[k].row_start - r0, self.plans[k].row_end - r0) for k in self.my_chunks}
+        self.halo_chunk = {k: self.plans[k].halo_chunk.to(self.device) for k in self.my_chunks}
+        self.exchange: WayExchange | None = None
+        if self.num_ways > 1:
+            plan = build_exchange_plan(self.plans, self.blocks, self.rows, self.num_nodes, self.device)
+            self.exchange = WayExchange(plan, layout, ctx.rank, ctx.comm)
+        if self.first:
+            self.x = model_input(model, self.rows.rows_of(g.features), device=self.device, dtype=self.dtype)
+        if self.last:
+            self.y = self.rows.rows_of(g.labels).to(self.device)
+            self.masks = tuple(self.rows.rows_of(m).to(self.device)
+                               for m in (g.train_mask, g.val_mask, g.test_mask))
+        self.num_train = int(g.train_mask.sum())
+
+        self.period = int(pc.snapshot_period)
+        self.unbiased = bool(pc.unbiased_scale)
+        # Historical buffers, filled by the history start before the first epoch.
+        n_rows = self.rows.n_rows
+        self.B = {l: torch.zeros(n_rows, self.dims[l - 1], device=self.device, dtype=self.dtype)
+                  for l in self.buffered}
+        self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
+        self.G = {l: torch.zeros_like(b) for l, b in self.B.items()}
+        logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s",
+                    self.rank, self.way, self.num_ways, self.stage, layout.stages, self.a + 1, self.b,
+                    len(self.my_chunks), self.buffered)
+
+    def _owns(self, name: str) -> bool:
+        if name.startswith("encode."):
+            return self.first
+        if name.startswith("decode."):
+            return self.last
+        i = int(name.split(".")[1])
+        return self.a <= i < self.b
+
+    def boundary_width(self, layer_input: int) -> int:
+        """Width of a stage-boundary message: the layer input plus h0 with GCNII."""
+        return self.dims[layer_input] + (self.h0_dim if self.needs_h0 else 0)
+
+    # ------------------------------------------------------------ epoch bounds
+    def begin_epoch(self, st: EpochState) -> None:
+        """Buffers from the snapshot, zero gradient buffers, stage 0 encodes every row."""
+        if self.period != 1:
+            for l in self.buffered:
+                self.B[l].copy_(self.snap[l])
+        for G in self.G.values():
+            G.zero_()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.first:
+            st.h0_full = self.model.encode(self.x)
+            st.h0_det = st.h0_full.detach()
+            st.h0_grad = torch.zeros_like(st.h0_det)
+
+    def end_epoch(self, epochs_done: int) -> None:
+        """Technique 2: refresh the snapshot after every R-th epoch (R = 1: B_l is it)."""
+        if self.period != 1 and epochs_done % self.period == 0:
+            for l in self.buffered:
+                self.snap[l].copy_(self.B[l])
+
+    # ------------------------------------------------------------- transfers
+    def post_recv_forward(self, st: EpochState, k: int) -> None:
+        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.a), device=self.device, dtype=self.dtype)
+        h = self.comm.irecv(buf, self.prev_rank, "stage_activations", TAG_FWD) if buf.numel() else None
+        st.recv_f[k] = (h, buf)
+
+    def post_recv_backward(self, st: EpochState, k: int) -> None:
+        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.b), device=self.device, dtype=self.dtype)
+        h = self.comm.irecv(buf, self.next_rank, "stage_gradients", TAG_BWD) if buf.numel() else None
+        st.recv_b[k] = (h, buf)
+
+    def send_forward(self, st: EpochState, k: int) -> None:
+        msg = st.saved[k]["send"]
+        if msg.numel():
+            st.sends.append(self.comm.isend(msg, self.next_rank, "stage_activations", TAG_FWD))
+
+    def send_backward(self, st: EpochState, k: int) -> None:
+        msg = st.saved.pop(k)["grad_in"]
+        if msg.numel():
+            st.sends.append(self.comm.isend(msg, self.prev_rank, "stage_gradients", TAG_BWD))
+
+    def idle_forward(self, st: EpochState, t: int) -> None:
+        """Hybrid: a way with no chunk at step t still serves the other ways' reads."""
+        for l in self.buffered:
+            self.exchange.rows(self.B[l], st.orders, t, None, "halo_rows", st.timer.timed)  # type: ignore[union-attr]
+
+    def idle_backward(self, st: EpochState, t: int) -> None:
+        for l in reversed(self.buffered):
+            self.exchange.grads(self.G[l], st.orders, t, None, st.timer.timed)  # type: ignore[union-attr]
+
+    # --------------------------------------------------------------- compute
+    def forward(self, st: EpochState, k: int, t: int) -> None:
+        """Chunk k through the stage's layers (last stage: classifier and loss)."""
+        model = self.model
+        own = self.own[k]
+        ops = self.ops[k]
+        if self.first:
+            x_own = None
+            h0_k = st.h0_det[own].clone().requires_grad_(self.needs_h0)  # type: ignore[index]
+        else:
+            buf = st.recv_f.pop(k)[1]
+            d_in = self.dims[self.a]
+            x_own = buf[:, :d_in]
+            h0_k = buf[:, d_in:].clone().requires_grad_(True) if self.needs_h0 else None
+        layers = []
+        out = None
+        for i in range(self.a, self.b):
+            l = i + 1
+            layer = model.layers[i]
+            if l == 1:
+                # Stage 0, layer 1: reads encode(X) of every local row, all exact.
+                h_local, sink = gather_rows(st.h0_det, self.local_ids[k])  # type: ignore[arg-type]
+            else:
+                self.B[l][own] = x_own
+                if self.exchange is not None:
+                    self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
+                h_local, sink = gather_rows(self.B[l], self.local_ids[k])
+            out = layer(h_local, ops, h0_k if layer.needs_h0 else None)
+            layers.append((l, sink, out))
+            del h_local  # kept only where the layer's backward saved it
+            x_own = out.detach()
+        state: dict[str, Any] = {"layers": layers, "h0": h0_k}
+        if self.last:
+            logits = model.decode(out)
+            loss = training_loss(logits, self.y[own], self.masks[0][own], self.num_train)
+            state["loss"] = loss
+            st.loss_sum += float(loss.detach())
+            st.logits[k] = logits.detach()
+        else:
+            msg = x_own
+            if self.needs_h0:
+                msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
+            state["send"] = msg.contiguous()  # type: ignore[union-attr]
+        st.saved[k] = state
+
+    def backward(self, st: EpochState, k: int, t: int) -> None:
+        """Chunk k back through the stage's layers, one autograd call per layer."""
+        state = st.saved[k]
+        p = self.plans[k]
+        own = self.own[k]
+        n_own = p.num_own
+        h0_k = state["h0"]
+        if self.last:
+            g_out = None
+            g_h0_next = None
+        else:
+            buf = st.recv_b.pop(k)[1]
+            d_out = self.dims[self.b]
+            g_out = buf[:, :d_out]
+            g_h0_next = buf[:, d_out:] if self.needs_h0 else None
+        fresh = None
+        g_in = None
+        for l, sink, out in reversed(state["layers"]):
+            if g_out is None:
+                torch.autograd.backward(state["loss"])  # classifier + last layer
+            else:
+                torch.autograd.backward(out, g_out)
+            gl = _sunk(sink, (p.num_local, self.dims[l - 1]), out)
+            if l == 1:
+                st.h0_grad.index_add_(0, self.local_ids[k], gl)  # type: ignore[union-attr]
+                g_in = None
+                continue
+            halo_g = gl[n_own:]
+            if fresh is None:
+                # step(j) <= t: written earlier this epoch (or by another way at step t).
+                fresh = (st.step_of[self.halo_chunk[k]] <= t).unsqueeze(1)
+            # Stale reads are constants: their gradient is dropped. Technique 3 scales
+            # the gradient that flows to fresh halo rows by 2 (a neighbour chunk came
+            # earlier with probability about 1/2 under a random order).
+            halo_g = torch.where(fresh, halo_g, torch.zeros((), dtype=halo_g.dtype, device=halo_g.device))
+            if self.unbiased:
+                halo_g = halo_g * 2.0
+            G = self.G[l]
+            G.index_add_(0, self.halo_ids[k], halo_g)
+            if self.exchange is not None:
+                self.exchange.grads(G, st.orders, t, k, st.timer.timed)
+            g_in = gl[:n_own] + G[own]
+            g_out = g_in
+        # h0 of GCNII: this stage's layers' gradient plus what the next stages sent.
+        g_h0 = None
+        if self.needs_h0:
+            g_h0 = _grad(h0_k)
+            if g_h0_next is not None:
+                g_h0 = g_h0 + g_h0_next
+        if self.first:
+            if g_h0 is not None:
+                st.h0_grad[own] += g_h0  # type: ignore[index]
+            st.saved.pop(k)
+        else:
+            msg = g_in if g_h0 is None else torch.cat([g_in, g_h0], dim=1)
+            state["grad_in"] = msg.contiguous()  # type: ignore[union-attr]
+            state["layers"] = None
+            state.pop("loss", None)
+
+    def step(self, st: EpochState) -> None:
+        """encode's backward (stage 0), the weight all-reduce over the ways, Adam."""
+        if self.first:
+            # encode's backward once, with the h0 gradient summed over every read.
+            if st.h0_full.requires_grad:  # type: ignore[union-attr]
+                st.h0_full.backward(st.h0_grad)  # type: ignore[union-attr]
+            st.h0_full = st.h0_det = st.h0_grad = None
+        params = list(self.owned.values())
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        if self.num_ways > 1 and grads:
+            st.timer.timed(self.comm.all_reduce_sum, grads, "weight_allreduce", list(self.stage_group))
+        for p, g in zip(params, grads):
+            p.grad = g
+        self.optimizer.step()

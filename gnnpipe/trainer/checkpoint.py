@@ -1,0 +1,228 @@
+"""Checkpoints: every rank writes its shard, rank 0 a manifest last; exact resume.
+
+Layout on disk (``train.checkpoint_dir``)::
+
+    DIR/epoch-000012/rank-00000.pt     # one shard per rank (torch.save)
+    DIR/epoch-000012/rank-00001.pt
+    DIR/epoch-000012/manifest.json     # written LAST, by rank 0
+
+A shard holds the rank's runner state (parameters, optimizer state, historical
+buffers and snapshots, the epoch count), its random state (torch's CPU generator, the
+CUDA generator of its device, numpy's), and the loop's state (the epochs measured so
+far, the monitor: best epoch and patience counter). The chunk order needs no state:
+it is a pure function of the seed and the epoch (:func:`gnnpipe.engine.schedule.order_seed`).
+The manifest names every shard with its sha256 and size, the resolved config, the
+layout, the dataset summary and the partition's digest. Every file is written through
+:func:`gnnpipe.atomic.atomic_open` (temporary file, fsync, rename) and the manifest
+only after every shard is complete, so a crash in the middle of a write leaves the
+previous checkpoint loadable: a folder without a manifest, or whose shards do not
+match it, is not a checkpoint. After a new checkpoint is complete, older ones beyond
+the newest :data:`KEEP` are removed.
+
+Resume (``train.resume``) takes the newest complete checkpoint and refuses, with one
+ConfigError line saying what differs, one written by another model, dataset,
+partition, layout or world size. Keys that may change across a resume (the number of
+epochs, logging, outputs, the checkpoint settings themselves) are :data:`FREE_KEYS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gnnpipe.atomic import atomic_open
+from gnnpipe.errors import ConfigError
+
+__all__ = ["Checkpointer", "Resumed", "find_latest", "open_checkpoint", "check_compatible", "check_partition",
+           "KEEP", "FREE_KEYS"]
+
+logger = logging.getLogger("gnnpipe.train")
+
+#: Complete checkpoints kept after a new one is written.
+KEEP = 2
+#: ``section.key`` of the config that may differ between a checkpoint and its resume.
+FREE_KEYS = frozenset({
+    "train.epochs", "train.json_out", "train.log_level", "train.log_every", "train.checkpoint_dir",
+    "train.checkpoint_every", "train.resume", "train.metrics_jsonl", "train.tensorboard",
+})
+_FORMAT = 1
+_DIR_RE = re.compile(r"^epoch-(\d{6,})$")
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    import numpy as np
+
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "numpy": np.random.get_state()}
+
+
+def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    import numpy as np
+
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and state["cuda"] is not None:
+        torch.cuda.set_rng_state(state["cuda"], device)
+    np.random.set_state(state["numpy"])
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _flat(config_dict: dict[str, Any]) -> dict[str, Any]:
+    return {f"{section}.{k}": v for section, body in config_dict.items() for k, v in body.items()}
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A checkpoint found on disk: its folder, its epoch and its manifest."""
+
+    folder: Path
+    epoch: int
+    manifest: dict[str, Any]
+
+    def shard(self, rank: int, device: torch.device) -> dict[str, Any]:
+        """Rank ``rank``'s shard, verified against the manifest's digest."""
+        entry = self.manifest["shards"][rank]
+        data = (self.folder / entry["file"]).read_bytes()
+        if _sha256(data) != entry["sha256"]:
+            raise ConfigError(f"checkpoint {str(self.folder)!r}: expected shard {entry['file']} with sha256 "
+                              f"{entry['sha256'][:12]}..., found other content")
+        return torch.load(io.BytesIO(data), map_location=device, weights_only=False)
+
+    def restore_rng(self, shard: dict[str, Any], device: torch.device) -> None:
+        _set_rng_state(shard["rng"], device)
+
+
+def _complete(folder: Path) -> dict[str, Any] | None:
+    """The manifest of ``folder`` when it and every shard it names are there with the
+    sizes it states (digests are checked when a shard is read); else None."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("format") != _FORMAT:
+        return None
+    for entry in manifest.get("shards", []):
+        f = folder / entry["file"]
+        if not f.is_file() or f.stat().st_size != entry["bytes"]:
+            return None
+    return manifest
+
+
+def open_checkpoint(folder: str | Path) -> Resumed:
+    """The checkpoint in ``folder`` (one chosen by :func:`find_latest` at the entry)."""
+    folder = Path(folder)
+    manifest = _complete(folder)
+    m = _DIR_RE.match(folder.name)
+    if manifest is None or m is None:
+        raise ConfigError(f"checkpoint {str(folder)!r}: expected a complete checkpoint, found none")
+    return Resumed(folder=folder, epoch=int(m.group(1)), manifest=manifest)
+
+
+def find_latest(directory: str | Path) -> Resumed | None:
+    """The newest complete checkpoint under ``directory``, or None."""
+    root = Path(directory)
+    if not root.is_dir():
+        return None
+    found = sorted(((int(m.group(1)), p) for p in root.iterdir()
+                    if p.is_dir() and (m := _DIR_RE.match(p.name))), reverse=True)
+    for epoch, folder in found:
+        manifest = _complete(folder)
+        if manifest is not None:
+            return Resumed(folder=folder, epoch=epoch, manifest=manifest)
+        logger.warning("checkpoint %s is incomplete (no manifest or a missing shard); skipped", folder)
+    return None
+
+
+def check_compatible(resumed: Resumed, config: dict[str, Any], layout: dict[str, Any],
+                     dataset: dict[str, Any]) -> None:
+    """ConfigError naming the first thing that differs between the checkpoint and
+    this run (config outside :data:`FREE_KEYS`, layout, world size, dataset)."""
+    where = f"checkpoint {str(resumed.folder)!r}"
+    m = resumed.manifest
+    theirs, mine = _flat(m["config"]), _flat(config)
+    for key in sorted(set(theirs) | set(mine)):
+        if key in FREE_KEYS:
+            continue
+        if theirs.get(key) != mine.get(key):
+            raise ConfigError(f"{where}: expected {key}={mine.get(key)!r} (this run), "
+                              f"found {theirs.get(key)!r}")
+    for key in ("mode", "world_size", "ways", "stages", "chunks", "stage_split", "device"):
+        if m["layout"].get(key) != layout.get(key):
+            raise ConfigError(f"{where}: expected layout {key}={layout.get(key)!r} (this run), "
+                              f"found {m['layout'].get(key)!r}")
+    for key in sorted(set(m["dataset"]) | set(dataset)):
+        if m["dataset"].get(key) != dataset.get(key):
+            raise ConfigError(f"{where}: expected dataset {key}={dataset.get(key)!r} (this run), "
+                              f"found {m['dataset'].get(key)!r}")
+
+
+def check_partition(resumed: Resumed, digest: str | None) -> None:
+    """ConfigError when the checkpoint was written over another partition."""
+    theirs = resumed.manifest.get("partition_digest")
+    if theirs != digest:
+        raise ConfigError(f"checkpoint {str(resumed.folder)!r}: expected partition "
+                          f"{(digest or 'none')[:12]} (this run), found {(theirs or 'none')[:12]}")
+
+
+class Checkpointer:
+    """Writes this rank's shard, and on rank 0 the manifest, every ``every`` epochs
+    (and at the end of the run); see the module docstring."""
+
+    def __init__(self, directory: str | Path, every: int, *, rank: int, comm: Any, device: torch.device,
+                 header: dict[str, Any]) -> None:
+        self.root = Path(directory)
+        self.every = int(every)
+        self.rank = rank
+        self.comm = comm
+        self.device = device
+        self.header = header  # config, layout, dataset, partition_digest
+        self.last_write: dict[str, float] | None = None
+
+    def due(self, epoch: int, final: bool) -> bool:
+        return final or epoch % self.every == 0
+
+    def save(self, epoch: int, runner_state: dict[str, Any], loop_state: dict[str, Any]) -> None:
+        """Collective: every rank calls it at the same epoch."""
+        t0 = time.perf_counter()
+        folder = self.root / f"epoch-{epoch:06d}"
+        buf = io.BytesIO()
+        torch.save({"epoch": epoch, "runner": runner_state, "loop": loop_state, "rng": _rng_state(self.device)},
+                   buf)
+        data = buf.getvalue()
+        name = f"rank-{self.rank:05d}.pt"
+        with atomic_open(folder / name, "wb") as fh:
+            fh.write(data)
+        entry = {"rank": self.rank, "file": name, "sha256": _sha256(data), "bytes": len(data)}
+        entries = self.comm.all_gather_object(entry)  # every shard is complete past this point
+        if self.rank == 0:
+            manifest = {"format": _FORMAT, "epoch": epoch, "world_size": len(entries), "shards": entries,
+                        "written_unix_s": time.time(), **self.header}
+            with atomic_open(folder / "manifest.json", "w", encoding="utf-8") as fh:
+                json.dump(manifest, fh, indent=1, default=str)
+            self._prune(epoch)
+        self.comm.barrier()
+        self.last_write = {"epoch": epoch, "bytes": float(len(data)), "time_s": time.perf_counter() - t0}
+        logger.info("checkpoint of epoch %d written to %s (%.1f MB on this rank, %.2f s)", epoch, folder,
+                    len(data) / 1e6, self.last_write["time_s"])
+
+    def _prune(self, newest: int) -> None:
+        complete = sorted(int(m.group(1)) for p in self.root.iterdir()
+                          if p.is_dir() and (m := _DIR_RE.match(p.name)) and _complete(p) is not None)
+        keep = set(complete[-KEEP:]) | {newest}
+        for p in self.root.iterdir():
+            m = _DIR_RE.match(p.name)
+            if p.is_dir() and m and int(m.group(1)) < newest and int(m.group(1)) not in keep:
+                shutil.rmtree(p, ignore_errors=True)

@@ -1,0 +1,115 @@
+"""The report from hand-made records: rows, ratios to the reference mode, the
+ablation table, the PNGs, and the one-line error without matplotlib."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import report as R
+from bench.suite import run_name
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def fake_record(mode: str, seed: int, epoch_s: float, gb: float, test_acc: float, layers: int = 4,
+                **parallel) -> dict:
+    """A record with the keys the report reads (values chosen by the test)."""
+    epochs = [{"epoch": e, "val_acc": 0.1 * e if e % 2 == 0 else None, "epoch_time_s": epoch_s,
+               "time": {"compute_s": epoch_s * 0.6, "comm_wait_s": epoch_s * 0.3, "bubble_s": epoch_s * 0.1},
+               "bytes": {"halo_rows": gb * 1e9, "evaluation": 123}} for e in range(1, 7)]
+    par = {"mode": mode, "workers": 1 if mode == "single" else 2, "ways": 2 if mode == "hybrid" else 1,
+           "chunks": {"single": 1, "graph": 2}.get(mode, 8), "shuffle": True, "snapshot_period": 1,
+           "unbiased_scale": False, "history_init": "exact", **parallel}
+    return {"mode": mode, "epochs": epochs, "dataset": {"name": "synthetic", "num_nodes": 1000},
+            "config": {"parallel": par, "data": {"dataset": "synthetic"}, "model": {"model": "gcnii", "layers": layers}},
+            "best": {"epoch": 6, "test_acc": test_acc},
+            "summary": {"mean_epoch_time_s": epoch_s, "mean_epoch_time_skipped_epochs": 5, "epochs_run": 6},
+            "peak_memory_bytes": [{"rank": 0, "bytes": 2**30}], "extra": {}, "wall_time_s": 1.0}
+
+
+def _entry(mode: str, seed: int, grid: str = "g", **point) -> dict:
+    point = {"dataset": "synthetic", "model": "gcnii", "mode": mode, **point, "seed": seed}
+    return {"name": run_name(point), "point": point, "grid": grid, "tags": {}, "label": mode}
+
+
+def _suite_dir(tmp_path: Path) -> Path:
+    """Three seeds each of single, graph, pipeline (and a technique variant)."""
+    d = tmp_path / "fake"
+    d.mkdir()
+    runs = []
+    specs = [("single", 1.0, 0.0, 0.80, {}), ("graph", 2.0, 4.0, 0.80, {}), ("pipeline", 0.5, 1.0, 0.78, {}),
+             ("pipeline", 0.5, 1.0, 0.70, {"history_init": "zeros"})]
+    for seed in (0, 1, 2):
+        for mode, t, gb, acc, tech in specs:
+            entry = _entry(mode, seed, **tech)
+            runs.append(entry)
+            rec = fake_record(mode, seed, t, gb, acc + 0.01 * seed, **tech)
+            (d / f"{entry['name']}.json").write_text(json.dumps(rec))
+    manifest = {"suite": "fake", "file": "fake.toml", "description": "a fake suite", "notes": "",
+                "machine": {"hostname": "h", "cpu_cores": {"usable": 2}, "torch": "t", "gnnpipe": "g",
+                            "python": "3"}, "varied": ["mode", "history_init"], "grid_names": [], "runs": runs}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    return d
+
+
+def test_rows_are_per_setting_with_ratios_to_graph_mode(tmp_path):
+    d = _suite_dir(tmp_path)
+    manifest = json.loads((d / "manifest.json").read_text())
+    records = {e["name"]: json.loads((d / f"{e['name']}.json").read_text()) for e in manifest["runs"]}
+    rows = R.build_rows(manifest["runs"], records)
+    assert [r.mode for r in rows] == ["single", "graph", "pipeline", "pipeline"]
+    assert all(r.seeds == [0, 1, 2] and r.ref is rows[1] for r in rows)
+    mean, std = rows[2].stat("test_acc")
+    assert mean == pytest.approx(0.79) and std == pytest.approx(0.01)
+    assert R._ratio(rows[2], "epoch_time_s") == "0.25" and R._ratio(rows[2], "gb_per_epoch") == "0.25"
+    assert R._ratio(rows[1], "epoch_time_s") == "1.00"
+    table = "\n".join(R.results_table(rows, manifest["varied"]))
+    assert "time / graph" in table and "| gcnii | pipeline | S=2 C=8 | history_init=zeros | 0,1,2 |" in table
+
+
+def test_without_graph_the_reference_is_single():
+    entries = [_entry("single", 0), _entry("pipeline", 0)]
+    records = {entries[0]["name"]: fake_record("single", 0, 1.0, 0.0, 0.8),
+               entries[1]["name"]: fake_record("pipeline", 0, 0.5, 1.0, 0.8)}
+    rows = R.build_rows(entries, records)
+    assert rows[1].ref is rows[0]
+    assert "time / single" in "\n".join(R.results_table(rows, []))
+
+
+def test_mean_and_std_are_shown_with_the_same_decimals():
+    assert R._pm(0.0123456, 0.00012) == "0.0123 ± 0.0001"
+    assert R._pm(12.3456, None) == "12.3"
+    assert R._pm(0.5, 0.0) == "0.500"
+    assert R._pm(None, None) == "-"
+    assert R._pm(0.8127, 0.0015, scale=100, decimals=2) == "81.27 ± 0.15"
+
+
+def test_report_writes_markdown_and_valid_pngs(tmp_path):
+    pytest.importorskip("matplotlib")
+    d = _suite_dir(tmp_path)
+    text = R.write_report(d).read_text()
+    for mode in ("single", "graph", "pipeline"):
+        assert f"| gcnii | {mode} |" in text
+    assert "## Technique ablation" in text and "history zeros" in text
+    pngs = sorted(d.glob("*.png"))
+    assert {p.name.split("_")[0] for p in pngs} >= {"val", "time", "ablation"}
+    for png in pngs:
+        assert png.read_bytes()[:8] == PNG_SIGNATURE
+        assert f"]({png.name})" in text
+
+
+def test_report_without_matplotlib_names_the_bench_extra(tmp_path, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(R.MissingMatplotlib, match=r"bench extra"):
+        R.write_report(_suite_dir(tmp_path))

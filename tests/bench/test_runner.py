@@ -1,0 +1,81 @@
+"""The runner with the real trainer on a tiny graph: a partial suite resumes (runs
+with a record are skipped, their files untouched), a failing run leaves a
+``.failed.json`` and the suite goes on, and the manifest lists machine and runs."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from bench.runner import RunFiles, read_json, run_suite
+from bench.suite import load_suite
+
+TINY = """
+[suite]
+description = "two tiny single-mode runs"
+[defaults]
+dataset = "synthetic"
+data_options = { num_nodes = 300 }
+layers = 2
+hidden = 8
+epochs = 3
+eval_every = 1
+mode = "single"
+[[grid]]
+model = "gcn"
+seed = [0, 1]
+"""
+
+
+def _run(suite, out: Path, only: str | None = None) -> tuple[int, str]:
+    stream = io.StringIO()
+    rc = run_suite(suite, out, only=only, stream=stream)
+    return rc, stream.getvalue()
+
+
+def test_a_partial_suite_resumes_and_skips_what_it_has(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    suite = load_suite(path)
+    first, second = suite.runs
+    out = tmp_path / "out"
+
+    rc, text = _run(suite, out, only="seed=0")
+    assert rc == 0, text
+    record = RunFiles(out / "tiny", first.name).record
+    assert read_json(record)["config"]["train"]["seed"] == 0
+    assert not RunFiles(out / "tiny", second.name).record.exists()
+    stamp = record.stat().st_mtime_ns
+
+    rc, text = _run(suite, out)  # the whole suite: the first run is not run again
+    assert rc == 0, text
+    lines = [ln for ln in text.splitlines() if ln.startswith("[")]
+    assert len(lines) == 2
+    assert first.name in lines[0] and lines[0].endswith("skip (record exists)")
+    assert second.name in lines[1] and "left ~0:00:00" in lines[1]
+    assert record.stat().st_mtime_ns == stamp
+    assert read_json(RunFiles(out / "tiny", second.name).record)["best"]["test_acc"] is not None
+
+    manifest = json.loads((out / "tiny" / "manifest.json").read_text())
+    assert {"hostname", "cpu_cores", "torch"} <= set(manifest["machine"])
+    assert [r["name"] for r in manifest["runs"]] == [first.name, second.name]
+    assert all(r["status"] == "ok" for r in manifest["runs"])
+    side = read_json(RunFiles(out / "tiny", second.name).sidecar)
+    assert side["returncode"] == 0 and len(side["load_average_before"]) == 3 and side["load_average_after"]
+
+
+def test_a_failing_run_writes_failed_json_and_the_suite_goes_on(tmp_path):
+    path = tmp_path / "mixed.toml"
+    path.write_text(TINY.replace('model = "gcn"\nseed = [0, 1]', 'model = ["nosuchmodel", "gcn"]\nseed = 0'))
+    suite = load_suite(path)
+    bad, good = suite.runs
+    out = tmp_path / "out"
+    rc, text = _run(suite, out)
+    assert rc == 1
+    failed = read_json(RunFiles(out / "mixed", bad.name).failed)
+    assert failed["returncode"] == 2 and "nosuchmodel" in failed["stderr_tail"]
+    assert "FAILED (exit 2" in text
+    assert RunFiles(out / "mixed", good.name).done()
+    statuses = {r["name"]: r["status"] for r in read_json(out / "mixed" / "manifest.json")["runs"]}
+    assert statuses == {bad.name: "failed", good.name: "ok"}
