@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
@@ -52,14 +53,14 @@ from gnnpipe.config import ModelConfig, TrainConfig
 from gnnpipe.kernels import ChunkOps
 from gnnpipe.models import DeepGNN, build_model
 from gnnpipe.partition import whole_graph_plan
-from gnnpipe.trainer.optim import build_optimizer, model_optimizer
+from gnnpipe.models.optim import build_optimizer, model_optimizer
 from gnnpipe.trainer.record import machine_info, write_json_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy import DEFAULT_ROOT  # noqa: E402
 from graphs import SYSTEMS_SYNTHETIC  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+DEFAULT_ROOT = os.environ.get("GNNPIPE_DATASETS", str(REPO.parent / "shared" / "datasets"))
 DEFAULT_OUT = REPO / "bench" / "results" / "compare_pyg.json"
 
 CASES: dict[str, dict[str, Any]] = {
@@ -208,7 +209,7 @@ def build_runners(spec: dict[str, Any], graph: gnnpipe.Graph, seed: int,
     t0 = time.perf_counter()
     ops = ChunkOps.build(whole_graph_plan(g))
     build_ops_s = time.perf_counter() - t0
-    x, y = g.features, g.labels
+    x, y = (g.features.to_dense() if g.sparse_features else g.features), g.labels  # PyG's usual dense input
     edge_index = pyg_adjacency(g.edge_index(), g.num_nodes, adjacency)
     masks = (g.train_mask, g.val_mask, g.test_mask)
     mc = ModelConfig(**spec["model"])

@@ -1,6 +1,7 @@
 """The synthetic graph of the systems benchmarks, pinned.
 
-``bench/modes.py``, ``bench/kernels.py``, ``bench/compare_pyg.py`` (its 200k cases) and
+The ``modes`` suite (``bench/suites/modes.toml``, formerly ``bench/modes.py``),
+``bench/kernels.py``, ``bench/compare_pyg.py`` (its 200k cases) and
 ``bench/synthetic.py`` measure time, bytes and memory, not what depth can learn. Their
 committed results (``bench/results/``) were measured on the generator's options of
 gnnpipe 0.1 (homophily 0.6, feature signal 0.22, mean degree 10: a 200k-vertex graph
