@@ -36,14 +36,9 @@ logger = logging.getLogger(__name__)
 
 
 def partition_graph(
-    graph: Graph,
-    num_parts: int,
-    *,
-    method: str = "metis",
-    seed: int = 0,
-    vertex_weights: VertexWeights = None,
-    cache: bool = True,
-    cache_dir: str | Path | None = None,
+    graph: Graph, num_parts: int, *,
+    method: str = "metis", seed: int = 0, vertex_weights: VertexWeights = None,
+    cache: bool = True, cache_dir: str | Path | None = None,
 ) -> Partition:
     """A partition of ``graph`` by ``method``, read from the disk cache when possible.
 
@@ -124,14 +119,9 @@ class ChunkedGraph:
 
 
 def chunk_graph(
-    graph: Graph,
-    num_chunks: int,
-    *,
-    method: str = "metis",
-    seed: int = 0,
-    vertex_weights: VertexWeights = None,
-    cache: bool = True,
-    cache_dir: str | Path | None = None,
+    graph: Graph, num_chunks: int, *,
+    method: str = "metis", seed: int = 0, vertex_weights: VertexWeights = None,
+    cache: bool = True, cache_dir: str | Path | None = None,
 ) -> ChunkedGraph:
     """Partition ``graph`` into ``num_chunks`` chunks and build everything the
     distributed modes need from it.

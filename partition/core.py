@@ -294,12 +294,8 @@ def random_partition(graph: Graph, num_parts: int, *, seed: int = 0) -> Partitio
 
 
 def make_partition(
-    graph: Graph,
-    num_parts: int,
-    *,
-    method: str = "metis",
-    seed: int = 0,
-    vertex_weights: VertexWeights = None,
+    graph: Graph, num_parts: int, *,
+    method: str = "metis", seed: int = 0, vertex_weights: VertexWeights = None,
 ) -> Partition:
     """Dispatch on ``method`` (one of :data:`KNOWN_METHODS`), without any cache."""
     if method not in KNOWN_METHODS:

@@ -96,22 +96,12 @@ class ChunkOps:
     def backend(self) -> str:
         return self._impl.name
 
-    @property
-    def num_own(self) -> int:
-        return self.plan.num_own
-
-    @property
-    def num_halo(self) -> int:
-        return self.plan.num_halo
-
-    @property
-    def num_local(self) -> int:
-        return self.plan.num_local
-
-    @property
-    def num_edges(self) -> int:
-        """Edges of the plan (duplicates counted), the length of ``edge_weight``."""
-        return self.plan.num_edges
+    # The plan's sizes: own rows, halo rows, both, and edges (duplicates counted: the
+    # length of ``edge_weight``).
+    num_own = property(lambda self: self.plan.num_own)
+    num_halo = property(lambda self: self.plan.num_halo)
+    num_local = property(lambda self: self.plan.num_local)
+    num_edges = property(lambda self: self.plan.num_edges)
 
     # ------------------------------------------------------------------ aggregation
     def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None = None) -> torch.Tensor:

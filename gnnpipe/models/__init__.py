@@ -8,17 +8,17 @@ from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, S
 from .model import MODEL_NAMES, Classifier, DeepGNN, InputProjection, build_model, model_input
 
 __all__ = [
-    "GNNLayer",
-    "GCNLayer",
-    "SAGELayer",
-    "GCNIILayer",
-    "ResGCNPlusLayer",
-    "MLPLayer",
-    "MODEL_NAMES",
-    "InputProjection",
     "Classifier",
     "DeepGNN",
+    "GCNIILayer",
+    "GCNLayer",
+    "GNNLayer",
+    "InputProjection",
+    "MLPLayer",
+    "MODEL_NAMES",
+    "ResGCNPlusLayer",
+    "SAGELayer",
     "build_model",
-    "model_input",
     "dropout",
+    "model_input",
 ]

@@ -132,16 +132,28 @@ def _aggregate_linear(h_local: Tensor, ops: Any, weight: Tensor, reduce: str,
     return torch.addmm(bias, agg, weight) if bias is not None else agg @ weight
 
 
-class _DenseWeightLayer(GNNLayer):
-    """Shared parameters of the layers with one weight ``[in_dim, out_dim]`` (Glorot),
-    an optional bias, input dropout and an optional ReLU: GCN and MLP."""
+class _ActivatedLayer(GNNLayer):
+    """A layer with input dropout and an optional ReLU (GCN, GraphSAGE, MLP); its
+    subclass creates its weights (Glorot) and bias (zeros), in a fixed order."""
 
-    def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
-                 activation: bool = True, bias: bool = True) -> None:
+    def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0, activation: bool = True) -> None:
         super().__init__(in_dim, out_dim)
         self.dropout = float(dropout)
         self.activation = bool(activation)
-        self.weight = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+
+
+def _glorot_weight(in_dim: int, out_dim: int) -> nn.Parameter:
+    return nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+
+
+class _DenseWeightLayer(_ActivatedLayer):
+    """Shared parameters of the layers with one weight ``[in_dim, out_dim]`` and an
+    optional bias: GCN and MLP."""
+
+    def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
+                 activation: bool = True, bias: bool = True) -> None:
+        super().__init__(in_dim, out_dim, dropout=dropout, activation=activation)
+        self.weight = _glorot_weight(in_dim, out_dim)
         self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
 
 
@@ -159,7 +171,7 @@ class GCNLayer(_DenseWeightLayer):
         return F.relu(out, inplace=True) if self.activation else out
 
 
-class SAGELayer(GNNLayer):
+class SAGELayer(_ActivatedLayer):
     """GraphSAGE with mean aggregation:
     ``h' = act(h_v W_self + mean_{u in N(v)} h_u W_nbr + b)`` on ``dropout(h)``.
 
@@ -168,11 +180,9 @@ class SAGELayer(GNNLayer):
 
     def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
                  activation: bool = True, bias: bool = True) -> None:
-        super().__init__(in_dim, out_dim)
-        self.dropout = float(dropout)
-        self.activation = bool(activation)
-        self.weight_self = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
-        self.weight_nbr = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
+        super().__init__(in_dim, out_dim, dropout=dropout, activation=activation)
+        self.weight_self = _glorot_weight(in_dim, out_dim)
+        self.weight_nbr = _glorot_weight(in_dim, out_dim)
         self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:

@@ -46,6 +46,15 @@ MODEL_NAMES: tuple[str, ...] = ("gcn", "sage", "gcnii", "resgcn+", "mlp")
 _NEEDS_PROJ_AND_CLASSIFIER = ("gcnii", "resgcn+")
 
 
+def _init_row_linear(module: nn.Module, in_dim: int, out_dim: int, enabled: bool, dropout: float) -> None:
+    """The attributes the per-row linear maps (input projection, classifier) share:
+    without the map the module is the identity, so its output width is its input's."""
+    module.enabled = bool(enabled)
+    module.in_dim = int(in_dim)
+    module.out_dim = int(out_dim) if enabled else int(in_dim)
+    module.dropout = float(dropout)
+
+
 class InputProjection(nn.Module):
     """Per-row ``h0 = act(dropout(x) W + b)``; identity when disabled.
 
@@ -62,10 +71,7 @@ class InputProjection(nn.Module):
     def __init__(self, in_dim: int, out_dim: int, *, enabled: bool = True, dropout: float = 0.0,
                  activation: bool = True) -> None:
         super().__init__()
-        self.enabled = bool(enabled)
-        self.in_dim = int(in_dim)
-        self.out_dim = int(out_dim) if enabled else int(in_dim)
-        self.dropout = float(dropout)
+        _init_row_linear(self, in_dim, out_dim, enabled, dropout)
         self.activation = bool(activation)
         self.linear = nn.Linear(in_dim, out_dim) if enabled else None
 
@@ -98,10 +104,7 @@ class Classifier(nn.Module):
     def __init__(self, in_dim: int, num_classes: int, *, enabled: bool = True, dropout: float = 0.0,
                  pre_norm: bool = False) -> None:
         super().__init__()
-        self.enabled = bool(enabled)
-        self.in_dim = int(in_dim)
-        self.out_dim = int(num_classes) if enabled else int(in_dim)
-        self.dropout = float(dropout)
+        _init_row_linear(self, in_dim, num_classes, enabled, dropout)
         self.norm = nn.LayerNorm(in_dim) if (enabled and pre_norm) else None
         self.linear = nn.Linear(in_dim, num_classes) if enabled else None
 
