@@ -22,13 +22,13 @@ the newest :data:`KEEP` are removed.
 Resume (``train.resume``) takes the newest complete checkpoint and refuses, with one
 ConfigError line saying what differs, one written by another model, dataset,
 partition, layout or world size. Keys that may change across a resume (the number of
-epochs, logging, outputs, the checkpoint settings themselves) are :data:`FREE_KEYS`.
+epochs, how often to evaluate, the patience, logging, outputs, the checkpoint settings
+themselves) are :data:`FREE_KEYS`: none of them changes what the saved state means.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import re
@@ -52,7 +52,7 @@ logger = logging.getLogger("gnnpipe.train")
 KEEP = 2
 #: ``section.key`` of the config that may differ between a checkpoint and its resume.
 FREE_KEYS = frozenset({
-    "train.epochs", "train.json_out", "train.log_level", "train.log_every", "train.checkpoint_dir",
+    "train.epochs", "train.eval_every", "train.patience", "train.json_out", "train.log_level", "train.log_every", "train.checkpoint_dir",
     "train.checkpoint_every", "train.resume", "train.metrics_jsonl", "train.tensorboard",
 })
 _FORMAT = 1
@@ -76,8 +76,25 @@ def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
     np.random.set_state(state["numpy"])
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+class _HashingWriter:
+    """A write-only file that passes bytes on to ``fh`` and hashes them (sha256)."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        self.digest.update(view)
+        self.size += view.nbytes
+        return self.fh.write(view)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
 
 
 def _flat(config_dict: dict[str, Any]) -> dict[str, Any]:
@@ -95,11 +112,17 @@ class Resumed:
     def shard(self, rank: int, device: torch.device) -> dict[str, Any]:
         """Rank ``rank``'s shard, verified against the manifest's digest."""
         entry = self.manifest["shards"][rank]
-        data = (self.folder / entry["file"]).read_bytes()
-        if _sha256(data) != entry["sha256"]:
+        path = self.folder / entry["file"]
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:  # streamed: a shard may be GBs
+            for block in iter(lambda: fh.read(1 << 24), b""):
+                digest.update(block)
+        if digest.hexdigest() != entry["sha256"]:
             raise ConfigError(f"checkpoint {str(self.folder)!r}: expected shard {entry['file']} with sha256 "
                               f"{entry['sha256'][:12]}..., found other content")
-        return torch.load(io.BytesIO(data), map_location=device, weights_only=False)
+        # Read from the file, not memory-mapped: the optimizer keeps the loaded moment
+        # tensors and updates them in place, which on a mapping is a page fault per page.
+        return torch.load(path, map_location=device, weights_only=False)
 
     def restore_rng(self, shard: dict[str, Any], device: torch.device) -> None:
         _set_rng_state(shard["rng"], device)
@@ -198,14 +221,13 @@ class Checkpointer:
         """Collective: every rank calls it at the same epoch."""
         t0 = time.perf_counter()
         folder = self.root / f"epoch-{epoch:06d}"
-        buf = io.BytesIO()
-        torch.save({"epoch": epoch, "runner": runner_state, "loop": loop_state, "rng": _rng_state(self.device)},
-                   buf)
-        data = buf.getvalue()
         name = f"rank-{self.rank:05d}.pt"
         with atomic_open(folder / name, "wb") as fh:
-            fh.write(data)
-        entry = {"rank": self.rank, "file": name, "sha256": _sha256(data), "bytes": len(data)}
+            # Streamed to the file and hashed on the way: no second copy in memory.
+            out = _HashingWriter(fh)
+            torch.save({"epoch": epoch, "runner": runner_state, "loop": loop_state,
+                        "rng": _rng_state(self.device)}, out)
+        entry = {"rank": self.rank, "file": name, "sha256": out.hexdigest(), "bytes": out.size}
         entries = self.comm.all_gather_object(entry)  # every shard is complete past this point
         if self.rank == 0:
             manifest = {"format": _FORMAT, "epoch": epoch, "world_size": len(entries), "shards": entries,
@@ -214,9 +236,9 @@ class Checkpointer:
                 json.dump(manifest, fh, indent=1, default=str)
             self._prune(epoch)
         self.comm.barrier()
-        self.last_write = {"epoch": epoch, "bytes": float(len(data)), "time_s": time.perf_counter() - t0}
+        self.last_write = {"epoch": epoch, "bytes": float(out.size), "time_s": time.perf_counter() - t0}
         logger.info("checkpoint of epoch %d written to %s (%.1f MB on this rank, %.2f s)", epoch, folder,
-                    len(data) / 1e6, self.last_write["time_s"])
+                    out.size / 1e6, self.last_write["time_s"])
 
     def _prune(self, newest: int) -> None:
         complete = sorted(int(m.group(1)) for p in self.root.iterdir()
