@@ -47,14 +47,15 @@ class LoopResult:
     diverged: dict[str, Any] | None
 
 
-def _gather_ranks(comm: Any, rank: int, world_size: int, mine: list[float]) -> list[list[float]]:
-    """Every rank's figures ``mine``, by rank, with one uncounted all-reduce (each rank
-    fills its own slot)."""
-    n = len(mine)
-    slots = [0.0] * (n * world_size)
-    slots[rank * n:(rank + 1) * n] = mine
+def _gather_ranks(comm: Any, rank: int, world_size: int, mine: list[float],
+                  shared: list[float]) -> tuple[list[float], list[list[float]]]:
+    """``(shared summed over the ranks, every rank's figures mine by rank)`` with one
+    uncounted all-reduce (each rank fills its own slot of the second part)."""
+    n, m = len(mine), len(shared)
+    slots = list(map(float, shared)) + [0.0] * (n * world_size)
+    slots[m + rank * n:m + (rank + 1) * n] = mine
     allv = comm.all_reduce_control(slots, "sum")
-    return [allv[r * n:(r + 1) * n] for r in range(world_size)]
+    return allv[:m], [allv[m + r * n:m + (r + 1) * n] for r in range(world_size)]
 
 
 def _gradients_finite(runner: Any) -> bool:
@@ -119,10 +120,12 @@ def run_epochs(runner: Any, comm: Any, train: Any, *, rank: int, world_size: int
         for k, v in comm.take_counters().items():  # evaluation (and anything after the epoch)
             mine[k] = mine.get(k, 0) + v
         comm.take_wait_time()
-        summed = comm.all_reduce_control([mine.get(k, 0) for k in KINDS], "sum")
-        # The time split of the slowest rank, so that it adds up to the epoch time.
-        per_rank = _gather_ranks(comm, rank, world_size, [dt, stats.comm_wait_s, stats.bubble_s, eval_dt,
-                                                          0.0 if _gradients_finite(runner) else 1.0])
+        # One uncounted all-reduce: the bytes summed, and every rank's time split and
+        # gradient flag in its own slot (the slowest rank's split adds up to the epoch).
+        allv = _gather_ranks(comm, rank, world_size, [dt, stats.comm_wait_s, stats.bubble_s, eval_dt,
+                                                      0.0 if _gradients_finite(runner) else 1.0],
+                             shared=[mine.get(k, 0) for k in KINDS])
+        summed, per_rank = allv
         epoch_s, wait_s, bubble_s, _ = max(per_rank, key=lambda v: v[0])[:4]
         eval_s = max(v[3] for v in per_rank)
         bad_ranks = [r for r, v in enumerate(per_rank) if v[4]]

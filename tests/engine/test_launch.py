@@ -327,20 +327,22 @@ gnnpipe.train(gnnpipe.load_dataset("synthetic", num_nodes=500), gnnpipe.ModelCon
 '''
 
 
-def _script_env() -> dict[str, str]:
+def _run_script(tmp_path, name: str, text: str) -> tuple[subprocess.CompletedProcess, str]:
+    """Run ``text`` as the script ``name`` outside any launch; (the process, the last
+    stderr line), after checking that it failed."""
+    script = tmp_path / name
+    script.write_text(text)
     env = {k: v for k, v in os.environ.items() if k not in _ENV_VARS}
     env["OMP_NUM_THREADS"] = "1"
-    return env
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode != 0
+    return proc, proc.stderr.strip().splitlines()[-1]
 
 
 def test_a_script_without_the_main_guard_is_refused_at_once(tmp_path) -> None:
-    script = tmp_path / "no_guard.py"
-    script.write_text(NO_GUARD)
     # Before the check this never ended: every spawned worker re-ran the script.
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path, env=_script_env())
-    assert proc.returncode != 0
-    last = proc.stderr.strip().splitlines()[-1]
+    proc, last = _run_script(tmp_path, "no_guard.py", NO_GUARD)
     assert last.startswith("gnnpipe.errors.ConfigError: main module"), proc.stderr[-3000:]
     assert 'start the run under `if __name__ == "__main__":` (the workers are spawned and re-import the main ' \
            'module)' in last and "line 4" in last, last
@@ -375,12 +377,7 @@ def test_workers_that_die_while_starting_end_the_run(tmp_path) -> None:
     """The arguments (> 64 KB here) used to travel with spawn's own start-up data,
     which the launcher writes while the child imports the main module: a child that
     died there left the launcher blocked in that write for ever."""
-    script = tmp_path / "dies_at_import.py"
-    script.write_text(DIES_AT_IMPORT)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path, env=_script_env())
-    assert proc.returncode != 0
-    last = proc.stderr.strip().splitlines()[-1]
+    proc, last = _run_script(tmp_path, "dies_at_import.py", DIES_AT_IMPORT)
     assert last.startswith("gnnpipe.errors.WorkerFailedError: worker rank "), proc.stderr[-3000:]
     assert "process died (exit code 1) without reporting, while starting" in last, last
     assert "this script cannot be imported by a worker" in proc.stderr  # the worker's own error
