@@ -1,8 +1,6 @@
 """``python -m gnnpipe``: the same as ``python -m gnnpipe.train``."""
 
-import sys
-
-from gnnpipe.cli import main
+from gnnpipe.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import sys
 import typing
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from gnnpipe.config import SECTIONS, RunConfig, read_toml
 from gnnpipe.errors import ConfigError, GnnpipeInputError, RunTerminated, WorkerFailedError
@@ -238,6 +238,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunTerminated as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)  # error: terminated (SIGTERM)
         return exc.exit_code  # 143
+
+
+def entry(argv: Sequence[str] | None = None) -> NoReturn:
+    """The process entry (``python -m gnnpipe.train``, ``python -m gnnpipe``, the
+    ``gnnpipe-train`` script): :func:`main`, then exit with its code.
+
+    One worker of a torchrun launch ends with ``os._exit`` once its output is flushed,
+    skipping interpreter teardown: gloo's worker threads can still be dropping the last
+    collective's work (whose tensors hold Python objects) when the interpreter
+    finalizes, and that aborts the process (SIGABRT, "terminate called without an
+    active exception") after a run that succeeded; torchrun then reports it failed.
+    The process group has been destroyed and every file closed by then.
+    """
+    from gnnpipe.engine.environment import torchrun_env
+
+    code = main(argv)
+    if torchrun_env() is not None:
+        from gnnpipe.engine.environment import exit_now
+
+        exit_now(code)
+    sys.exit(code)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -12,15 +12,14 @@ call instead.
 
 from __future__ import annotations
 
-import sys
 import warnings
 
-from gnnpipe.cli import main
+from gnnpipe.cli import entry, main
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
 elif __name__ == __spec__.name:  # imported, not run (a spawned worker runs it as __mp_main__)
     warnings.warn("gnnpipe.train is the command-line module; importing it makes gnnpipe.train refer to "
                   "this module, not to the training function: call gnnpipe.api.train(...) (or gnnpipe.train "

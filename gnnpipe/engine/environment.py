@@ -28,9 +28,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -41,6 +42,7 @@ __all__ = [
     "torchrun_env",
     "join_process_group",
     "leave_process_group",
+    "exit_now",
     "set_worker_threads",
     "dist_timeout_s",
     "stall_timeout_s",
@@ -199,3 +201,23 @@ def leave_process_group() -> None:
 
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def exit_now(code: int) -> NoReturn:
+    """End this worker process with ``code`` at once: flush the standard streams and
+    the log handlers, then ``os._exit`` (no interpreter teardown).
+
+    Used after a run is complete and its process group destroyed: gloo's worker
+    threads may still be releasing the last collective's work, whose tensors hold
+    Python objects, and if the interpreter finalizes meanwhile the process aborts
+    (SIGABRT) although the run succeeded (the same abort pytorch/pytorch#179291
+    describes for a group never destroyed). Also used on a failure, where tearing
+    down a group whose peers are gone can block.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: nothing more to say on it
+            pass
+    logging.shutdown()
+    os._exit(code)

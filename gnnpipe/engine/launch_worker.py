@@ -27,7 +27,7 @@ import time
 import traceback
 from typing import Any, Callable, NoReturn
 
-from gnnpipe.engine.environment import _LOCAL_CHILD, leave_process_group
+from gnnpipe.engine.environment import _LOCAL_CHILD, exit_now, leave_process_group
 
 __all__: list[str] = []
 
@@ -86,6 +86,8 @@ def _child_main(rank: int, world_size: int, port: int, target: Callable[..., Any
     except Exception as exc:  # the run is complete and reported: say so, end normally
         logging.getLogger("gnnpipe.engine").warning("rank %d: leaving the process group after the run "
                                                     "failed: %s: %s", rank, type(exc).__name__, exc)
+    # No interpreter teardown: gloo's threads may still hold the last work (see exit_now).
+    exit_now(0)
 
 
 def _report_failure(rank: int, exc: BaseException, conn: Any, stopping: Any) -> NoReturn:
