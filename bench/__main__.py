@@ -24,7 +24,7 @@ BENCH = Path(__file__).resolve().parent
 #: a standalone benchmark: not a trainer run (it times kernels, loaders, the
 #: partitioner or the generator, probes a graph, or trains PyG twins in-process beside
 #: gnnpipe's models), with its own flags and JSON in bench/results/.
-SUITE_MODULES = {"__init__", "__main__", "suite", "runner", "report", "estimate"}
+SUITE_MODULES = {"__init__", "__main__", "suite", "runner", "report", "estimate", "headline"}
 
 
 def standalone_scripts() -> list[Path]:

@@ -451,9 +451,11 @@ def plot_ablation(plt, rows: list[Row], out_dir: Path) -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------- the file
-def write_report(suite_dir: Path) -> Path:
-    """Read ``suite_dir``'s manifest and records; write ``report.md`` and the PNGs there."""
-    plt = _pyplot()
+def read_results(suite_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[dict[str, Any]],
+                                           list[dict[str, Any]]]:
+    """``suite_dir``'s manifest, its records by run name, the failed runs (each
+    manifest entry with ``returncode`` and ``last_line``) and the runs with neither a
+    record nor a failure. What the report and the README headline read."""
     manifest = read_json(suite_dir / "manifest.json")
     if manifest is None:
         raise FileNotFoundError(f"{suite_dir / 'manifest.json'} not found: run the suite first "
@@ -472,6 +474,13 @@ def write_report(suite_dir: Path) -> Path:
             tail = [ln for ln in fail.get("stderr_tail", "").splitlines() if ln.strip()]
             failed.append({**entry, "returncode": fail.get("returncode"),
                            "last_line": (tail[-1] if tail else fail.get("reason", "")).strip()})
+    return manifest, records, failed, pending
+
+
+def write_report(suite_dir: Path) -> Path:
+    """Read ``suite_dir``'s manifest and records; write ``report.md`` and the PNGs there."""
+    plt = _pyplot()
+    manifest, records, failed, pending = read_results(suite_dir)
     rows = build_rows(manifest["runs"], records, manifest.get("grid_names", []))
     varied = manifest.get("varied", [])
     figures: dict[str, list[tuple[str, str]]] = {}
