@@ -80,6 +80,10 @@ class EpochStats:
         compute_s: seconds spent computing (forward, backward, step).
         comm_wait_s: seconds blocked waiting for communication.
         bubble_s: seconds idle for pipeline dependencies (0 in graph mode).
+        history_drift: pipeline and hybrid: ``(num_1, den_1, ..., num_L, den_L)``,
+            THIS rank's sums of squared (fresh - historical) and squared fresh values
+            of each layer's input (:mod:`gnnpipe.engine.stage`), zeros for layers it
+            does not own; None in the exact modes, which read no history.
     """
 
     loss: float
@@ -87,6 +91,7 @@ class EpochStats:
     compute_s: float
     comm_wait_s: float
     bubble_s: float = 0.0
+    history_drift: tuple[float, ...] | None = None
 
 
 class ModeRunner(Protocol):

@@ -70,6 +70,9 @@ class EpochState:
             the first of the epoch (booked as bubble).
         h0_full / h0_det / h0_grad: stage 0's ``encode(X)`` of every row, its detached
             copy that the chunks read, and the gradient summed over every read.
+        drift: 1-based layer -> [sum of squared (fresh - historical), sum of squared
+            fresh] over the sampled rows (:meth:`gnnpipe.engine.stage.Stage.forward`),
+            0-d tensors on the device, read once at the end of the epoch.
     """
 
     orders: tuple[tuple[int, ...], ...]
@@ -86,3 +89,4 @@ class EpochState:
     h0_full: Tensor | None = None
     h0_det: Tensor | None = None
     h0_grad: Tensor | None = None
+    drift: dict[int, list[Tensor]] = field(default_factory=dict)

@@ -123,7 +123,8 @@ class StageRunner:
         timer = state.timer
         return EpochStats(loss=loss, bytes_sent=self.comm.take_counters(),
                           compute_s=max(0.0, wall - timer.comm_s - timer.bubble),
-                          comm_wait_s=timer.comm_s, bubble_s=timer.bubble)
+                          comm_wait_s=timer.comm_s, bubble_s=timer.bubble,
+                          history_drift=st.drift_sums(state, len(st.model.layers)))
 
     def evaluate(self) -> dict[str, float | None]:
         """Exact full-graph accuracies: layer-by-layer inference through the stages;

@@ -226,6 +226,10 @@ class PipelineSimulator:
         self._grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
         self.optimizer.step()
         self._last_logits = torch.cat([logits_parts[k] for k in range(self.num_chunks)])
+        # What the epoch started from (stale reads saw it) and its fresh layer inputs,
+        # rows in partition order: the history drift's two terms (gnnpipe.engine.stage).
+        self.last_history = {l: torch.cat([self.snapshot[l][p.row_start:p.row_end] for p in plans]) for l in cur}
+        self.last_fresh = {l: torch.cat([c.detach() for c in cur[l]]) for l in cur}
         # Technique 2: refresh the snapshot from the buffers every R epochs.
         if (self.epochs_done + 1) % self.period == 0:
             self.snapshot = {l: torch.cat([c.detach() for c in cur[l]]) for l in cur}

@@ -29,6 +29,13 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
   summed ``h0`` gradient through encode once; one Adam step (hybrid: after an
   all-reduce over the ways of the stage).
 
+* **History drift** (a measure, not part of the semantics): when chunk ``k``'s fresh
+  input rows overwrite ``B_l[rows of k]``, the values they replace are what every
+  stale read of those rows saw this epoch. The stage sums ``|fresh - historical|^2``
+  and ``|fresh|^2`` over the first :data:`DRIFT_ROWS` rows of each chunk, per layer;
+  the record reports ``sqrt`` of their ratio per layer and epoch (``history_drift``):
+  how far stale reads are from fresh ones over training.
+
 With GCNII the chunk's ``h0`` rows travel with its activations (and their gradient
 with the activation gradient), concatenated in one message, counted as stage traffic.
 """
@@ -46,12 +53,17 @@ from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
 from gnnpipe.engine.way_exchange import WayExchange
 from gnnpipe.models.objective import training_loss
 
-__all__ = ["Stage", "TAG_FWD", "TAG_BWD"]
+__all__ = ["Stage", "TAG_FWD", "TAG_BWD", "DRIFT_ROWS"]
 
 logger = logging.getLogger(__name__)
 
 #: p2p tags of the forward (activations) and backward (gradients) directions.
 TAG_FWD, TAG_BWD = 11, 12
+
+#: Rows of each chunk on which the history drift is measured: a sample, so that the
+#: measure costs nothing next to the layer (the chunk's rows are in partition order,
+#: unrelated to the features).
+DRIFT_ROWS = 256
 
 
 class _GatherRows(torch.autograd.Function):
@@ -261,6 +273,7 @@ class Stage:
                 # Stage 0, layer 1: reads encode(X) of every local row, all exact.
                 h_local, sink = gather_rows(st.h0_det, self.local_ids[k])  # type: ignore[arg-type]
             else:
+                self._measure_drift(st, l, own, x_own)
                 self.B[l][own] = x_own
                 if self.exchange is not None:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
@@ -282,6 +295,35 @@ class Stage:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
             state["send"] = msg.contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
+
+    def _measure_drift(self, st: EpochState, l: int, own: slice, x_own: Tensor) -> None:
+        """Add chunk rows' drift at layer ``l`` to ``st.drift`` before they are written:
+        ``B_l[own]`` still holds what stale reads of them saw (module docstring).
+
+        Shapes: x_own [num_own, d_l]."""
+        m = min(DRIFT_ROWS, own.stop - own.start)
+        if m == 0:
+            return
+        fresh = x_own[:m].detach()
+        old = self.B[l][own.start:own.start + m]
+        sums = st.drift.get(l)
+        num, den = (fresh - old).square().sum(), fresh.square().sum()
+        if sums is None:
+            st.drift[l] = [num, den]
+        else:
+            sums[0] += num
+            sums[1] += den
+
+    def drift_sums(self, st: EpochState, num_layers: int) -> tuple[float, ...]:
+        """``(num_1, den_1, ..., num_L, den_L)``: this rank's drift sums of the epoch for
+        every layer of the model (zeros for layers it does not buffer), one device read."""
+        out = [0.0] * (2 * num_layers)
+        if st.drift:
+            layers = sorted(st.drift)
+            values = torch.stack([v for l in layers for v in st.drift[l]]).tolist()
+            for i, l in enumerate(layers):
+                out[2 * (l - 1)], out[2 * (l - 1) + 1] = values[2 * i], values[2 * i + 1]
+        return tuple(out)
 
     def backward(self, st: EpochState, k: int, t: int) -> None:
         """Chunk k back through the stage's layers, one autograd call per layer."""

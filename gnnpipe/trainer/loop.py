@@ -58,6 +58,13 @@ def _gather_ranks(comm: Any, rank: int, world_size: int, mine: list[float],
     return allv[:m], [allv[m + r * n:m + (r + 1) * n] for r in range(world_size)]
 
 
+def _relative_drift(sums: list[float]) -> list[float | None]:
+    """Per layer ``sqrt(sum |fresh - historical|^2 / sum |fresh|^2)`` from the summed
+    ``(num, den)`` pairs; None for a layer without history (layer 1, whose input is
+    exact) or whose fresh values were all zero."""
+    return [math.sqrt(num / den) if den > 0 else None for num, den in zip(sums[0::2], sums[1::2])]
+
+
 def _gradients_finite(runner: Any) -> bool:
     grads = [p.grad for p in runner.owned_parameters().values() if p.grad is not None]
     return bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
@@ -124,15 +131,17 @@ def run_epochs(runner: Any, comm: Any, train: Any, *, rank: int, world_size: int
         # gradient flag in its own slot (the slowest rank's split adds up to the epoch).
         allv = _gather_ranks(comm, rank, world_size, [dt, stats.comm_wait_s, stats.bubble_s, eval_dt,
                                                       0.0 if _gradients_finite(runner) else 1.0],
-                             shared=[mine.get(k, 0) for k in KINDS])
+                             shared=[mine.get(k, 0) for k in KINDS] + list(stats.history_drift or ()))
         summed, per_rank = allv
+        summed, drift_sums = summed[:len(KINDS)], summed[len(KINDS):]
         epoch_s, wait_s, bubble_s, _ = max(per_rank, key=lambda v: v[0])[:4]
         eval_s = max(v[3] for v in per_rank)
         bad_ranks = [r for r, v in enumerate(per_rank) if v[4]]
         rec = EpochRecord(epoch=epoch, loss=float(stats.loss), epoch_time_s=epoch_s,
                           compute_s=max(0.0, epoch_s - wait_s - bubble_s), comm_wait_s=wait_s,
                           bubble_s=bubble_s, bytes={k: int(round(v)) for k, v in zip(KINDS, summed)},
-                          bytes_predicted=None if predicted is None else dict(predicted))
+                          bytes_predicted=None if predicted is None else dict(predicted),
+                          history_drift=_relative_drift(drift_sums) if stats.history_drift is not None else None)
         stop = False
         if metrics is not None:
             rec.set_evaluation(metrics)

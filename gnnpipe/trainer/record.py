@@ -56,8 +56,8 @@ __all__ = [
 
 #: Bumped whenever the key sets that :func:`check_record` requires change (a key
 #: added, renamed or removed). 2: ``epochs[].val_loss``, ``best.val_loss``, ``best.monitor``;
-#: 3: ``summary.diverged``.
-SCHEMA_VERSION = 3
+#: 3: ``summary.diverged``; 4: ``epochs[].history_drift``.
+SCHEMA_VERSION = 4
 
 #: Number of leading epochs left out of ``summary.mean_epoch_time_s`` (warm-up), as
 #: in the reference system's measurements (DESIGN.md 8); fewer when the run is short.
@@ -129,12 +129,18 @@ EPOCH_FIELDS: tuple[Field, ...] = (
           keys=KINDS, exact=True),
     Field("bytes_predicted", "object or null", "the DESIGN.md 7 model for the kinds of `bytes`, "
           "a prediction; null when the mode offers none"),
+    Field("history_drift", "list or null", "pipeline and hybrid: per layer (index 0 = layer 1), "
+          "how far the historical value of the layer's input, which stale reads saw, is from "
+          "this epoch's fresh value: sqrt(sum of squared differences / sum of squared fresh "
+          "values) over the first 256 rows of every chunk, measured; null entries for layers "
+          "without history (layer 1); null in the exact modes"),
 )
 
 #: The top level of the record, in the order :func:`build_record` writes the keys.
 RECORD_FIELDS: tuple[Field, ...] = (
     Field("schema_version", "int", f"record layout version (currently {SCHEMA_VERSION}; 2 added "
-          "`val_loss` per epoch and `best.val_loss` / `best.monitor`, 3 added `summary.diverged`)"),
+          "`val_loss` per epoch and `best.val_loss` / `best.monitor`, 3 added `summary.diverged`, "
+          "4 added `history_drift` per epoch)"),
     Field("gnnpipe_version", "str", "package version that wrote the record"),
     Field("mode", "str", "`single`, `graph`, `pipeline` or `hybrid`"),
     Field("world_size", "int", "number of worker processes"),
@@ -219,6 +225,7 @@ class EpochRecord:
     bubble_s: float = 0.0
     bytes: dict[str, int] = field(default_factory=_zero_bytes)
     bytes_predicted: dict[str, int] | None = None
+    history_drift: list[float | None] | None = None
 
     @property
     def evaluated(self) -> bool:
@@ -253,6 +260,9 @@ class EpochRecord:
             "bytes_predicted": (
                 None if self.bytes_predicted is None
                 else {k: int(v) for k, v in self.bytes_predicted.items()}
+            ),
+            "history_drift": (
+                None if self.history_drift is None else [_json_float(v) for v in self.history_drift]
             ),
         }
 

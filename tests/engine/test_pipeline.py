@@ -119,6 +119,7 @@ def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str
             "params": {k: p.detach().clone() for k, p in runner.owned_parameters().items()},
             "logits": runner.last_logits(),
             "times": (st.compute_s, st.comm_wait_s, st.bubble_s),
+            "drift": st.history_drift,
         })
     acc = runner.evaluate()
     stage = getattr(runner, "stage", None)
@@ -159,7 +160,8 @@ def simulate(case: dict[str, Any], ways: int | None = None):
         loss = sim.train_epoch(epoch)
         epochs.append({"loss": loss, "grads": sim.gradients(),
                        "params": {k: p.detach().clone() for k, p in sim.model.named_parameters()},
-                       "logits": sim.last_logits().clone()})
+                       "logits": sim.last_logits().clone(),
+                       "history": dict(sim.last_history), "fresh": dict(sim.last_fresh)})
     return epochs, sim.evaluate(), sim
 
 
@@ -344,3 +346,29 @@ def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
     assert len(sink) == 1
     torch.testing.assert_close(sink[0], leaf.grad, rtol=0, atol=0)
     torch.testing.assert_close(w.grad, w2.grad, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] == 5],
+                         ids=lambda i: f"{PIPE2[i]['model']}-{'on' if PIPE2[i]['shuffle'] else 'off'}")
+def test_history_drift_is_the_distance_of_stale_reads_from_fresh_values(pipe2_results, i):
+    """Each epoch's drift sums (over the ranks) are, per layer, |fresh - historical|^2
+    and |fresh|^2 of the layer's input rows, where historical is what the epoch started
+    from (what its stale reads saw) and fresh what it computed: the simulator's
+    buffers, on every row (each chunk of the tiny graph has fewer than DRIFT_ROWS)."""
+    from gnnpipe.engine.stage import DRIFT_ROWS
+
+    case = PIPE2[i]
+    sizes = [p.num_own for p in chunked_for(case).plans]
+    assert max(sizes) <= DRIFT_ROWS
+    sim_epochs, _, sim = simulate(case)
+    layers = case.get("layers", 4)
+    for e, ref in enumerate(sim_epochs):
+        sums = torch.tensor([r["epochs"][e]["drift"] for r in pipe2_results[i]], dtype=torch.float64).sum(0)
+        assert sums.shape == (2 * layers,)
+        assert sums[0] == 0 and sums[1] == 0  # layer 1 reads encode(X) of this epoch: no history
+        for l in range(2, layers + 1):
+            fresh, hist = ref["fresh"][l], ref["history"][l]
+            expected = torch.stack([(fresh - hist).square().sum(), fresh.square().sum()])
+            torch.testing.assert_close(sums[2 * (l - 1):2 * l], expected, rtol=1e-9, atol=1e-12)
+    # Training moves the weights, so the history is behind: some drift is positive.
+    assert any(r["epochs"][-1]["drift"][2] > 0 for r in pipe2_results[i])

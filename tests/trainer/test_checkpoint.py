@@ -80,6 +80,14 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(mode: str, tmp_path
     a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
     assert _untimed(a) == _untimed(b)
     assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]]  # bit for bit
+    # The history drift (compared above with the rest of the record) is per layer in
+    # the modes that read history, none for layer 1, and absent in the exact modes.
+    for e in a["epochs"]:
+        if mode in ("pipeline", "hybrid"):
+            assert len(e["history_drift"]) == 4 and e["history_drift"][0] is None
+            assert all(d is not None and d >= 0 for d in e["history_drift"][1:])
+        else:
+            assert e["history_drift"] is None
     _assert_same_tensors(_final_state(tmp_path / "A"), _final_state(tmp_path / "B"))
 
 
