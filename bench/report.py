@@ -14,7 +14,9 @@ the suite varies), epoch time, GB per epoch, both as a ratio to graph mode (to s
 mode where the suite has no graph run) and the test accuracy. Figures: validation
 accuracy against epoch per mode (one per dataset and model), epoch time and bytes
 against depth or chunk count (when the suite varies them), the time split per mode,
-and the technique ablation (when the suite varies the pipeline techniques).
+and the technique ablation (when the suite varies the pipeline techniques). The
+history drift of the pipeline and hybrid runs (``epochs[].history_drift``, where the
+records have it) is :mod:`bench.report_drift`'s section.
 
 The pure part (:func:`summarize`, :func:`build_rows`, :func:`markdown`) takes plain
 dicts; matplotlib is imported only in :func:`write_report`'s plotting.
@@ -66,6 +68,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "stopped_early": summary.get("stopped_early"),
         "split": {k: statistics.fmean(e["time"][k] for e in steady) for k in SPLIT},
         "val_curve": [(e["epoch"], e["val_acc"]) for e in epochs if e.get("val_acc") is not None],
+        "drift": {e["epoch"]: e["history_drift"] for e in epochs if e.get("history_drift")},  # schema 4
         "peak_memory_gib": max((m["bytes"] for m in record.get("peak_memory_bytes", [])), default=0) / 2**30,
         "layout": layout_text(record["mode"], par, record.get("extra", {})),
         "techniques": {k: par.get(k) for k in TECHNIQUES},
@@ -262,9 +265,13 @@ def _figure(file: str, caption: str) -> list[str]:
 def markdown(manifest: dict[str, Any], rows: list[Row], figures: dict[str, list[tuple[str, str]]],
              failed: list[dict[str, Any]], pending: list[dict[str, Any]]) -> str:
     """The report text. ``figures`` maps a section to its (file, caption) pairs; the
-    pairs under ``"ablation"`` go with the ablation tables, one per group, in order."""
+    pairs under ``"ablation"`` go with the ablation tables, one per group, in order;
+    those under ``"drift"`` with the history-drift table."""
+    from .report_drift import drift_section  # function-level: report_drift builds on this module
+
     figures = dict(figures)
     ablation = figures.pop("ablation", [])
+    drift = figures.pop("drift", [])
     m = manifest["machine"]
     entries = manifest["runs"]
     varied = manifest.get("varied", [])
@@ -300,6 +307,7 @@ def markdown(manifest: dict[str, Any], rows: list[Row], figures: dict[str, list[
             out += [f"### {r.dataset} {r.model} {r.mode} {r.runs[0]['layout']} {rest}".rstrip(), ""]
             out += ablation_table(group, exact) + [""]
             out += _figure(*ablation[i]) if i < len(ablation) else []
+    out += drift_section(rows, varied, drift)
     for section, items in figures.items():
         if items:
             out += [f"## {section}", ""]
@@ -479,6 +487,8 @@ def read_results(suite_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, A
 
 def write_report(suite_dir: Path) -> Path:
     """Read ``suite_dir``'s manifest and records; write ``report.md`` and the PNGs there."""
+    from .report_drift import plot_drift  # function-level: report_drift builds on this module
+
     plt = _pyplot()
     manifest, records, failed, pending = read_results(suite_dir)
     rows = build_rows(manifest["runs"], records, manifest.get("grid_names", []))
@@ -489,6 +499,7 @@ def write_report(suite_dir: Path) -> Path:
         figures["Epoch time and bytes against depth and chunks"] = plot_sweeps(plt, rows, varied, suite_dir)
         figures["Time split"] = plot_time_split(plt, rows, varied, suite_dir)
         figures["ablation"] = plot_ablation(plt, rows, suite_dir)
+        figures["drift"] = plot_drift(plt, rows, varied, suite_dir)
     path = suite_dir / "report.md"
     path.write_text(markdown(manifest, rows, figures, failed, pending) + "\n")
     return path

@@ -1,15 +1,18 @@
 """The report from hand-made records: rows, ratios to the reference mode, the
-ablation table, the PNGs, and the one-line error without matplotlib."""
+ablation table, the history-drift table, the PNGs, and the one-line error without
+matplotlib."""
 
 from __future__ import annotations
 
 import builtins
 import json
+import statistics
 from pathlib import Path
 
 import pytest
 
 from bench import report as R
+from bench import report_drift as D
 from bench.suite import run_name
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -36,8 +39,9 @@ def _entry(mode: str, seed: int, grid: str = "g", **point) -> dict:
     return {"name": run_name(point), "point": point, "grid": grid, "tags": {}, "label": mode}
 
 
-def _suite_dir(tmp_path: Path) -> Path:
-    """Three seeds each of single, graph, pipeline (and a technique variant)."""
+def _suite_dir(tmp_path: Path, drift=None) -> Path:
+    """Three seeds each of single, graph, pipeline (and a technique variant); with
+    ``drift``, each record is first passed to ``drift(record, seed, tech)``."""
     d = tmp_path / "fake"
     d.mkdir()
     runs = []
@@ -48,6 +52,8 @@ def _suite_dir(tmp_path: Path) -> Path:
             entry = _entry(mode, seed, **tech)
             runs.append(entry)
             rec = fake_record(mode, seed, t, gb, acc + 0.01 * seed, **tech)
+            if drift is not None:
+                drift(rec, seed, tech)
             (d / f"{entry['name']}.json").write_text(json.dumps(rec))
     manifest = {"suite": "fake", "file": "fake.toml", "description": "a fake suite", "notes": "",
                 "machine": {"hostname": "h", "cpu_cores": {"usable": 2}, "torch": "t", "gnnpipe": "g",
@@ -100,6 +106,7 @@ def test_report_writes_markdown_and_valid_pngs(tmp_path):
     for png in pngs:
         assert png.read_bytes()[:8] == PNG_SIGNATURE
         assert f"]({png.name})" in text
+    assert "History drift" not in text and not list(d.glob("drift*.png"))  # no record has history_drift
 
 
 def test_report_without_matplotlib_names_the_bench_extra(tmp_path, monkeypatch):
@@ -113,3 +120,88 @@ def test_report_without_matplotlib_names_the_bench_extra(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(R.MissingMatplotlib, match=r"bench extra"):
         R.write_report(_suite_dir(tmp_path))
+
+
+# ----------------------------------------------------------- history drift
+#: The zeros row's drift is this many times the exact row's.
+ZEROS_SCALE = 10.0
+
+
+def _drift(seed: int, epoch: int, layer: int, scale: float) -> float:
+    """The drift a test record holds at a (0-based) layer that has history."""
+    return scale * 0.01 * (layer + 1) * epoch * (seed + 1)
+
+
+def _add_drift(rec: dict, seed: int, tech: dict) -> None:
+    """Schema 4 drift on the pipeline records (4 layers; layer 1 null), null in the
+    exact modes; of the zeros row, seed 2 is a schema 3 record (no key) and seed 1 has
+    only null layers at epoch 6, so that the row's drift epochs are 1 to 5 of seeds 0, 1."""
+    zeros = tech.get("history_init") == "zeros"
+    for e in rec["epochs"]:
+        if rec["mode"] != "pipeline":
+            e["history_drift"] = None
+        elif not (zeros and seed == 2):
+            values = [None] + [_drift(seed, e["epoch"], layer, ZEROS_SCALE if zeros else 1.0) for layer in (1, 2, 3)]
+            e["history_drift"] = [None] * 4 if zeros and seed == 1 and e["epoch"] == 6 else values
+
+
+def _expected(seeds: list[int], epoch: int, scale: float) -> str:
+    """The table's cell, computed here: mean over layers 2-4, then mean ± std over seeds."""
+    per_seed = [statistics.fmean(_drift(s, epoch, layer, scale) for layer in (1, 2, 3)) for s in seeds]
+    return R._pm(statistics.fmean(per_seed), statistics.stdev(per_seed))
+
+
+def _drift_rows(d: Path) -> list:
+    manifest = json.loads((d / "manifest.json").read_text())
+    records = {e["name"]: json.loads((d / f"{e['name']}.json").read_text()) for e in manifest["runs"]}
+    return R.build_rows(manifest["runs"], records)
+
+
+def test_drift_table_is_the_mean_over_layers_then_seeds(tmp_path):
+    rows = _drift_rows(_suite_dir(tmp_path, drift=_add_drift))
+    exact, zeros = rows[2], rows[3]
+    assert [r.mode for r in D.drift_rows(rows)] == ["pipeline", "pipeline"]
+    assert D.drift_epochs(exact) == [1, 2, 3, 4, 5, 6] and D.marked_epochs(exact) == [1, 3, 6]
+    assert D.drift_epochs(zeros) == [1, 2, 3, 4, 5] and D.marked_epochs(zeros) == [1, 3, 5]
+    text = "\n".join(D.drift_section(rows, ["mode", "history_init"]))
+    cells = " | ".join(_expected([0, 1, 2], e, 1.0) for e in (1, 3, 6))
+    assert f"| synthetic | gcnii | pipeline | S=2 C=8 |  | 0,1,2 | 1 / 3 / 6 | {cells} |" in text
+    cells = " | ".join(_expected([0, 1], e, ZEROS_SCALE) for e in (1, 3, 5))
+    assert f"| synthetic | gcnii | pipeline | S=2 C=8 | history_init=zeros | 0,1 | 1 / 3 / 5 | {cells} |" in text
+    assert "| single |" not in text and "| graph |" not in text
+    # per layer at the last drift epoch, mean over the seeds
+    assert D.layer_means(zeros, 5) == [(layer + 1, pytest.approx(statistics.fmean(
+        _drift(s, 5, layer, ZEROS_SCALE) for s in (0, 1)))) for layer in (1, 2, 3)]
+
+
+def test_report_shows_the_drift_section_and_writes_its_pngs(tmp_path):
+    pytest.importorskip("matplotlib")
+    d = _suite_dir(tmp_path, drift=_add_drift)
+    text = R.write_report(d).read_text()
+    assert text.count("## History drift") == 1 and D.EXPLANATION in text
+    assert text.index("## Technique ablation") < text.index("## History drift")
+    for name in ("drift_synthetic_gcnii.png", "drift_layers_synthetic_gcnii.png"):
+        assert (d / name).read_bytes()[:8] == PNG_SIGNATURE and f"]({name})" in text
+
+
+def test_drift_axis_turns_log_beyond_two_decades():
+    pytest.importorskip("matplotlib")
+    plt = R._pyplot()
+    fig, ax = plt.subplots()
+    D._log_if_wide(ax, [0.001, 0.05])
+    assert ax.get_yscale() == "linear"
+    D._log_if_wide(ax, [0.0, 0.001, 0.2])
+    assert ax.get_yscale() == "log"
+    plt.close(fig)
+
+
+def test_records_without_drift_give_no_section():
+    entries = [_entry("pipeline", 0), _entry("single", 0)]
+    records = {entries[0]["name"]: fake_record("pipeline", 0, 0.5, 1.0, 0.8),
+               entries[1]["name"]: fake_record("single", 0, 1.0, 0.0, 0.8)}
+    rows = R.build_rows(entries, records)
+    assert D.drift_rows(rows) == [] and D.drift_section(rows, []) == []
+    assert "History drift" not in R.markdown(
+        {"suite": "s", "file": "f", "description": "d", "runs": entries,
+         "machine": {"hostname": "h", "cpu_cores": {"usable": 2}, "torch": "t", "gnnpipe": "g", "python": "3"}},
+        rows, {}, [], [])
