@@ -76,7 +76,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import MissingMatplotlib, write_report
+    from .report import write_report
+    from .report_common import MissingMatplotlib
 
     try:
         path = write_report(Path(args.out) / Path(suite_path(args.suite)).stem)

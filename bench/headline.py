@@ -29,7 +29,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
-from .report import TRAINING_KINDS, Row, _load_range, _pm, _slug, _table, build_rows, read_results
+from .report import TRAINING_KINDS, _load_range, build_rows, read_results
+from .report_common import Row, _pm, _slug, _table
 from .runner import DEFAULT_OUT, REPO
 
 PAPER_DIR = DEFAULT_OUT / "paper"

@@ -19,31 +19,27 @@ history drift of the pipeline and hybrid runs (``epochs[].history_drift``, where
 records have it) is :mod:`bench.report_drift`'s section.
 
 The pure part (:func:`summarize`, :func:`build_rows`, :func:`markdown`) takes plain
-dicts; matplotlib is imported only in :func:`write_report`'s plotting.
+dicts; matplotlib is imported only in :func:`write_report`'s plotting. The row, the
+formatting and the plotting helpers this module shares with :mod:`bench.report_drift`
+and :mod:`bench.headline` are :mod:`bench.report_common`'s.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .report_common import (LAYOUT_KEYS, SPLIT, Row, _figure, _legend, _pm, _pyplot, _save, _series_label, _slug,
+                            _table, settings_text)
+from .report_drift import drift_section, plot_drift
 from .runner import RunFiles, fmt_duration, group_key, read_json
-from .suite import GROUPS, LABEL_KEYS, tokens
+from .suite import GROUPS
 
 TRAINING_KINDS = ("stage_activations", "stage_gradients", "halo_rows", "halo_gradients", "weight_allreduce")
-SPLIT = ("compute_s", "comm_wait_s", "bubble_s")
-LAYOUT_KEYS = GROUPS["layout"]
 TECHNIQUES = GROUPS["techniques"]
 #: Keys a ratio's reference run may differ in: the mode and everything of its layout.
 REFERENCE_FREE = ("mode", *LAYOUT_KEYS, *TECHNIQUES, "partition", "backend")
-
-
-class MissingMatplotlib(RuntimeError):
-    """matplotlib is not installed (it is the ``bench`` extra)."""
 
 
 # --------------------------------------------------------------- one record
@@ -86,44 +82,6 @@ def layout_text(mode: str, parallel: dict[str, Any], extra: dict[str, Any]) -> s
 
 
 # -------------------------------------------------------------------- rows
-def mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation (None for one value) of the non-null values."""
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return None, None
-    return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else None)
-
-
-@dataclass
-class Row:
-    """One line of the table: the runs of one setting over its seeds."""
-
-    point: dict[str, Any]  # the settings, seed left out
-    grid: str
-    tags: dict[str, float]
-    runs: list[dict[str, Any]] = field(default_factory=list)  # summarize() of each record
-    seeds: list[int] = field(default_factory=list)
-    ref: "Row | None" = None
-
-    @property
-    def dataset(self) -> str:
-        return str(self.runs[0]["dataset"])
-
-    @property
-    def model(self) -> str:
-        return str(self.runs[0]["model"])
-
-    @property
-    def mode(self) -> str:
-        return str(self.point["mode"])
-
-    def stat(self, key: str) -> tuple[float | None, float | None]:
-        return mean_std(r[key] for r in self.runs)
-
-    def split(self) -> dict[str, float]:
-        return {k: statistics.fmean(r["split"][k] for r in self.runs) for k in SPLIT}
-
-
 def _reference_key(point: dict[str, Any]) -> str:
     return group_key({k: v for k, v in point.items() if k not in REFERENCE_FREE})
 
@@ -153,27 +111,7 @@ def build_rows(entries: list[dict[str, Any]], records: dict[str, dict[str, Any]]
     return out
 
 
-def settings_text(point: dict[str, Any], varied: Iterable[str]) -> str:
-    """The varied settings of a row that the model, mode and layout columns do not show."""
-    hidden = set(LABEL_KEYS) | set(LAYOUT_KEYS)
-    wanted = [k for k in varied if k not in hidden]
-    return " ".join(t for t in tokens(point) if t.partition("=")[0] in wanted)
-
-
 # ---------------------------------------------------------------- markdown
-def _pm(mean: float | None, std: float | None, scale: float = 1.0, decimals: int | None = None) -> str:
-    """``mean ± std`` (just the mean for one seed or when every seed gave the same;
-    ``-`` for nothing), both with the same decimals: ``decimals``, or enough for three
-    significant digits of the mean."""
-    if mean is None:
-        return "-"
-    mean *= scale
-    if decimals is None:
-        decimals = max(0, 2 - math.floor(math.log10(abs(mean)))) if mean else 0
-    text = f"{mean:.{decimals}f}"
-    return text if not std else f"{text} ± {std * scale:.{decimals}f}"
-
-
 def _ratio(row: Row, key: str) -> str:
     if row.ref is None or row.ref is row:
         return "-" if row.ref is None else "1.00"
@@ -181,11 +119,6 @@ def _ratio(row: Row, key: str) -> str:
     if mine is None or not ref:
         return "-"
     return f"{mine / ref:.2f}"
-
-
-def _table(header: list[str], lines: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |",
-            *("| " + " | ".join(line) + " |" for line in lines)]
 
 
 def results_table(rows: list[Row], varied: Iterable[str]) -> list[str]:
@@ -258,17 +191,11 @@ def _load_range(entries: list[dict[str, Any]]) -> str:
     return f"{min(loads):.2f} to {max(loads):.2f}" if loads else "not recorded"
 
 
-def _figure(file: str, caption: str) -> list[str]:
-    return [f"![{caption}]({file})", "", f"*{caption}*", ""]
-
-
 def markdown(manifest: dict[str, Any], rows: list[Row], figures: dict[str, list[tuple[str, str]]],
              failed: list[dict[str, Any]], pending: list[dict[str, Any]]) -> str:
     """The report text. ``figures`` maps a section to its (file, caption) pairs; the
     pairs under ``"ablation"`` go with the ablation tables, one per group, in order;
     those under ``"drift"`` with the history-drift table."""
-    from .report_drift import drift_section  # function-level: report_drift builds on this module
-
     figures = dict(figures)
     ablation = figures.pop("ablation", [])
     drift = figures.pop("drift", [])
@@ -322,28 +249,6 @@ def markdown(manifest: dict[str, Any], rows: list[Row], figures: dict[str, list[
 
 
 # ------------------------------------------------------------------- plots
-def _slug(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(p.replace("+", "plus") for p in parts))
-
-
-def _series_label(row: Row, varied: Iterable[str], leave_out: str = "") -> str:
-    settings = settings_text({k: v for k, v in row.point.items() if k != leave_out}, varied)
-    layout = row.runs[0]["layout"] if leave_out != "chunks" else re.sub(r" ?C=\d+", "", row.runs[0]["layout"])
-    return " ".join(x for x in (row.grid, row.mode, layout if row.mode != "single" else "", settings) if x)
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise MissingMatplotlib("matplotlib is not installed; it is the bench extra: "
-                                "pip install -e \".[bench]\" (or pip install matplotlib)") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_val_curves(plt, rows: list[Row], varied: list[str], out_dir: Path) -> list[tuple[str, str]]:
     """Validation accuracy against epoch, one figure per dataset and model."""
     figures = []
@@ -362,19 +267,6 @@ def plot_val_curves(plt, rows: list[Row], varied: list[str], out_dir: Path) -> l
                              f"{dataset}, {model}: validation accuracy at every evaluated epoch (measured), "
                              "one line per seed, one colour per mode and setting"))
     return figures
-
-
-def _legend(ax) -> None:
-    """The legend outside the axes, on the right (saved with ``bbox_inches="tight"``)."""
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
-
-
-def _save(plt, fig, out_dir: Path, file: str, caption: str) -> tuple[str, str]:
-    """Write the figure as ``out_dir/file``; returns the report's (file, caption)."""
-    fig.tight_layout()
-    fig.savefig(out_dir / file, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return file, caption
 
 
 def plot_sweeps(plt, rows: list[Row], varied: list[str], out_dir: Path) -> list[tuple[str, str]]:
@@ -487,8 +379,6 @@ def read_results(suite_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, A
 
 def write_report(suite_dir: Path) -> Path:
     """Read ``suite_dir``'s manifest and records; write ``report.md`` and the PNGs there."""
-    from .report_drift import plot_drift  # function-level: report_drift builds on this module
-
     plt = _pyplot()
     manifest, records, failed, pending = read_results(suite_dir)
     rows = build_rows(manifest["runs"], records, manifest.get("grid_names", []))

@@ -11,9 +11,9 @@ schema 3 record has none and is left out; a row with no such seed has no line).
 
 A row's drift epochs are the epochs every one of those seeds has, so that each mean
 is over the same seeds: the table shows the first, middle and last of them, the epoch
-figure all of them, the layer figure the last. Built on :mod:`bench.report`'s rows,
-formatting and plotting helpers; :mod:`bench.report` calls :func:`plot_drift` and
-:func:`drift_section`.
+figure all of them, the layer figure the last. Built on the rows, formatting and
+plotting helpers of :mod:`bench.report_common`; :mod:`bench.report` calls
+:func:`plot_drift` and :func:`drift_section`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from .report import Row, _figure, _legend, _pm, _save, _series_label, _slug, _table, mean_std, settings_text
+from .report_common import Row, _figure, _legend, _pm, _save, _series_label, _slug, _table, mean_std, settings_text
 
 #: The modes that read history (the others are exact and record null).
 HISTORY_MODES = ("pipeline", "hybrid")

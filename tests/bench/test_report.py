@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import report as R
+from bench import report_common as C
 from bench import report_drift as D
 from bench.suite import run_name
 
@@ -87,11 +88,11 @@ def test_without_graph_the_reference_is_single():
 
 
 def test_mean_and_std_are_shown_with_the_same_decimals():
-    assert R._pm(0.0123456, 0.00012) == "0.0123 ± 0.0001"
-    assert R._pm(12.3456, None) == "12.3"
-    assert R._pm(0.5, 0.0) == "0.500"
-    assert R._pm(None, None) == "-"
-    assert R._pm(0.8127, 0.0015, scale=100, decimals=2) == "81.27 ± 0.15"
+    assert C._pm(0.0123456, 0.00012) == "0.0123 ± 0.0001"
+    assert C._pm(12.3456, None) == "12.3"
+    assert C._pm(0.5, 0.0) == "0.500"
+    assert C._pm(None, None) == "-"
+    assert C._pm(0.8127, 0.0015, scale=100, decimals=2) == "81.27 ± 0.15"
 
 
 def test_report_writes_markdown_and_valid_pngs(tmp_path):
@@ -118,7 +119,7 @@ def test_report_without_matplotlib_names_the_bench_extra(tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    with pytest.raises(R.MissingMatplotlib, match=r"bench extra"):
+    with pytest.raises(C.MissingMatplotlib, match=r"bench extra"):
         R.write_report(_suite_dir(tmp_path))
 
 
@@ -148,7 +149,7 @@ def _add_drift(rec: dict, seed: int, tech: dict) -> None:
 def _expected(seeds: list[int], epoch: int, scale: float) -> str:
     """The table's cell, computed here: mean over layers 2-4, then mean ± std over seeds."""
     per_seed = [statistics.fmean(_drift(s, epoch, layer, scale) for layer in (1, 2, 3)) for s in seeds]
-    return R._pm(statistics.fmean(per_seed), statistics.stdev(per_seed))
+    return C._pm(statistics.fmean(per_seed), statistics.stdev(per_seed))
 
 
 def _drift_rows(d: Path) -> list:
@@ -186,7 +187,7 @@ def test_report_shows_the_drift_section_and_writes_its_pngs(tmp_path):
 
 def test_drift_axis_turns_log_beyond_two_decades():
     pytest.importorskip("matplotlib")
-    plt = R._pyplot()
+    plt = C._pyplot()
     fig, ax = plt.subplots()
     D._log_if_wide(ax, [0.001, 0.05])
     assert ax.get_yscale() == "linear"
