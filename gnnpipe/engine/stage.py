@@ -100,6 +100,47 @@ def gather_rows(buf: Tensor, local_ids: Tensor) -> tuple[Tensor, list]:
     return _GatherRows.apply(token, buf, local_ids, sink), sink
 
 
+def _holder(holders: list[list[Tensor]]) -> Any:
+    """A pack hook that keeps each tensor autograd saves in a one-element list, kept in
+    ``holders``, so that the stage can later point it at equal values elsewhere."""
+
+    def pack(t: Tensor) -> list[Tensor]:
+        h = [t]
+        holders.append(h)
+        return h
+    return pack
+
+
+def _unhold(h: list[Tensor]) -> Tensor:
+    return h[0]
+
+
+def _share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) -> None:
+    """Let a layer's backward read its output from ``copy`` (the rows just written into
+    the next layer's buffer ``B_{l+1}``, equal to ``out`` bit for bit and not written
+    again before the backward) and free ``out``'s own memory.
+
+    A ReLU-ended layer (GCN, SAGE, GCNII) saves its output for the backward; without
+    this the stage would hold every chunk's layer outputs twice, once saved and once
+    in ``B_{l+1}``: a quarter of a GCN stage's memory. ``out`` stays the root of the
+    layer's backward, which reads only its shape. Its memory is freed only when every
+    saved tensor that shares it was pointed at ``copy``.
+
+    Shapes: out and copy [num_own, d].
+    """
+    storage = out.untyped_storage()
+    ptr = storage.data_ptr()
+    if ptr == 0:
+        return
+    shared = [h for h in holders if h[0].untyped_storage().data_ptr() == ptr]
+    if not shared or any(h[0].shape != out.shape or h[0].stride() != out.stride()
+                         or h[0].storage_offset() != out.storage_offset() for h in shared):
+        return
+    for h in shared:
+        h[0] = copy
+    storage.resize_(0)
+
+
 def _sunk(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
     """The gradient in ``sink`` (autograd sums every use of ``h_local`` before calling
     the node's backward once), or zeros when none flowed."""
@@ -266,6 +307,7 @@ class Stage:
             h0_k = buf[:, d_in:].clone().requires_grad_(True) if self.needs_h0 else None
         layers = []
         out = None
+        saved: list[list[Tensor]] = []
         for i in range(self.a, self.b):
             l = i + 1
             layer = model.layers[i]
@@ -275,10 +317,14 @@ class Stage:
             else:
                 self._measure_drift(st, l, own, x_own)
                 self.B[l][own] = x_own
+                if out is not None:
+                    _share_saved_output(saved, out, self.B[l][own])
                 if self.exchange is not None:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
                 h_local, sink = gather_rows(self.B[l], self.local_ids[k])
-            out = layer(h_local, ops, h0_k if layer.needs_h0 else None)
+            saved = []
+            with torch.autograd.graph.saved_tensors_hooks(_holder(saved), _unhold):
+                out = layer(h_local, ops, h0_k if layer.needs_h0 else None)
             layers.append((l, sink, out))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()

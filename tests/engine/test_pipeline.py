@@ -372,3 +372,52 @@ def test_history_drift_is_the_distance_of_stale_reads_from_fresh_values(pipe2_re
             torch.testing.assert_close(sums[2 * (l - 1):2 * l], expected, rtol=1e-9, atol=1e-12)
     # Training moves the weights, so the history is behind: some drift is positive.
     assert any(r["epochs"][-1]["drift"][2] > 0 for r in pipe2_results[i])
+
+
+@pytest.mark.parametrize("model", ["gcn", "gcnii"])
+def test_saved_layer_output_is_read_from_the_next_buffer_not_kept_twice(model):
+    """A ReLU-ended layer saves its output for backward; the stage points that saved
+    tensor at the rows it wrote into the next layer's buffer B_{l+1} and frees the
+    output's own memory, so a stage holds each chunk's layer outputs once. The
+    backward is unchanged: the same gradients as with the output kept."""
+    from gnnpipe.engine.stage import _holder, _share_saved_output, _unhold
+    from gnnpipe.models.layers import GCNIILayer, GCNLayer
+
+    torch.manual_seed(0)
+    layer = GCNLayer(6, 6, dropout=0.0) if model == "gcn" else GCNIILayer(6, layer_index=2)
+    layer = layer.double()
+    pre = torch.randn(9, 6, dtype=torch.float64)
+
+    def run(share: bool):
+        layer.zero_grad()
+        h = pre.clone().requires_grad_(True)
+        x = h * 1.0
+        buf = torch.zeros(12, 6, dtype=torch.float64)
+        holders: list = []
+        with torch.autograd.graph.saved_tensors_hooks(_holder(holders), _unhold):
+            out = _apply(layer, x)
+        buf[3:12] = out.detach()
+        if share:
+            _share_saved_output(holders, out, buf[3:12])
+            assert out.untyped_storage().nbytes() == 0  # the output's memory is gone
+            assert any(hd[0].data_ptr() == buf[3:12].data_ptr() for hd in holders)
+        g = torch.randn(9, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        torch.autograd.backward(out, g)
+        return h.grad.clone(), [p.grad.clone() for p in layer.parameters()]
+
+    kept, shared = run(False), run(True)
+    torch.testing.assert_close(shared[0], kept[0], rtol=0, atol=0)
+    for a, b in zip(shared[1], kept[1]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _apply(layer, x):
+    """The layer on a chunk whose local rows are its own rows (an identity aggregation
+    over 9 rows), with h0 for GCNII."""
+    class _Identity:
+        num_own = 9
+
+        @staticmethod
+        def aggregate(h, reduce):
+            return h * 1.0
+    return layer(x, _Identity(), x * 0.5 if layer.needs_h0 else None)
