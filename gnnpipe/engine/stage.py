@@ -216,6 +216,9 @@ class Stage:
                                for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())
 
+        # The type stage messages travel in (``parallel.stage_dtype``): the compute
+        # dtype, or bfloat16 (rounded when sent, widened again when received).
+        self.wire_dtype = pc.stage_torch_dtype or self.dtype
         self.period = int(pc.snapshot_period)
         self.unbiased = bool(pc.unbiased_scale)
         # Historical buffers, filled by the history start before the first epoch.
@@ -263,12 +266,14 @@ class Stage:
 
     # ------------------------------------------------------------- transfers
     def post_recv_forward(self, st: EpochState, k: int) -> None:
-        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.a), device=self.device, dtype=self.dtype)
+        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.a), device=self.device,
+                          dtype=self.wire_dtype)
         h = self.comm.irecv(buf, self.prev_rank, "stage_activations", TAG_FWD) if buf.numel() else None
         st.recv_f[k] = (h, buf)
 
     def post_recv_backward(self, st: EpochState, k: int) -> None:
-        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.b), device=self.device, dtype=self.dtype)
+        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.b), device=self.device,
+                          dtype=self.wire_dtype)
         h = self.comm.irecv(buf, self.next_rank, "stage_gradients", TAG_BWD) if buf.numel() else None
         st.recv_b[k] = (h, buf)
 
@@ -301,7 +306,7 @@ class Stage:
             x_own = None
             h0_k = st.h0_det[own].clone().requires_grad_(self.needs_h0)  # type: ignore[index]
         else:
-            buf = st.recv_f.pop(k)[1]
+            buf = st.recv_f.pop(k)[1].to(self.dtype)
             d_in = self.dims[self.a]
             x_own = buf[:, :d_in]
             h0_k = buf[:, d_in:].clone().requires_grad_(True) if self.needs_h0 else None
@@ -339,7 +344,7 @@ class Stage:
             msg = x_own
             if self.needs_h0:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
-            state["send"] = msg.contiguous()  # type: ignore[union-attr]
+            state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
 
     def _measure_drift(self, st: EpochState, l: int, own: slice, x_own: Tensor) -> None:
@@ -382,7 +387,7 @@ class Stage:
             g_out = None
             g_h0_next = None
         else:
-            buf = st.recv_b.pop(k)[1]
+            buf = st.recv_b.pop(k)[1].to(self.dtype)
             d_out = self.dims[self.b]
             g_out = buf[:, :d_out]
             g_h0_next = buf[:, d_out:] if self.needs_h0 else None
@@ -426,7 +431,7 @@ class Stage:
             st.saved.pop(k)
         else:
             msg = g_in if g_h0 is None else torch.cat([g_in, g_h0], dim=1)
-            state["grad_in"] = msg.contiguous()  # type: ignore[union-attr]
+            state["grad_in"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
             state["layers"] = None
             state.pop("loss", None)
 
