@@ -343,6 +343,10 @@ class ParallelConfig(_Checked):
     history_init: str = field(default="exact", metadata=_meta(
         "initial historical embeddings: zeros, or an exact full-graph forward",
         choices=("zeros", "exact")))
+    stage_dtype: str = field(default="same", metadata=_meta(
+        "pipeline/hybrid: the type stage activations and gradients travel in between stages "
+        "(same: the training dtype; bfloat16 halves the stage bytes; evaluation stays exact)",
+        choices=("same", "bfloat16")))
 
     def _check(self) -> None:
         mode = self.mode
@@ -379,10 +383,20 @@ class ParallelConfig(_Checked):
                 )
             self._need(all(x >= 1 for x in self.stage_split), "stage_split", "entries >= 1")
         self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
+        if mode not in ("pipeline", "hybrid"):
+            self._need(self.stage_dtype == "same", "stage_dtype",
+                       f"'same' in {mode} mode (stage_dtype is a pipeline/hybrid setting)")
         if self.backend == "nccl" and self.device == "cpu":
             raise ConfigError("parallel.backend: expected gloo with device cpu, found 'nccl'")
         # Whether CUDA is there is a question about the machine, not the config: it is
         # asked where the run starts (gnnpipe.engine.layout.resolve_layout).
+
+    @property
+    def stage_torch_dtype(self) -> Any:
+        """The torch dtype of stage messages, or None for the training dtype."""
+        import torch
+
+        return {"same": None, "bfloat16": torch.bfloat16}[self.stage_dtype]
 
     @property
     def stages(self) -> int:

@@ -42,10 +42,12 @@ def way_pair_count(chunked: Any, ways: int) -> int:
 
 
 def predicted_hybrid_bytes(model: Any, chunked: Any, split: tuple[int, ...], ways: int,
-                           element_size: int = 4) -> dict[str, int]:
+                           element_size: int = 4, stage_element_size: int | None = None) -> dict[str, int]:
     """DESIGN.md 7 for one training epoch of hybrid mode, total over the ranks (see the
-    module docstring)."""
-    out = predicted_pipeline_bytes(model, chunked.graph.num_nodes, split, element_size)
+    module docstring); stage messages at ``stage_element_size`` bytes per value
+    (default: ``element_size``), halo rows and weights at ``element_size``."""
+    out = predicted_pipeline_bytes(model, chunked.graph.num_nodes, split,
+                                   element_size if stage_element_size is None else stage_element_size)
     m_w = way_pair_count(chunked, ways)
     widths = sum(int(d) for d in model.layer_dims[1:len(model.layers)])  # inputs of layers 2..L
     out["halo_rows"] = out["halo_gradients"] = element_size * m_w * widths
@@ -60,4 +62,4 @@ class HybridRunner(StageRunner):
 
     def predicted_bytes(self) -> dict[str, int]:
         return predicted_hybrid_bytes(self.stage.model, self.ctx.chunked, self.layout.stage_split,
-                                      self.layout.ways, self.element_size)
+                                      self.layout.ways, self.element_size, self.stage_element_size)

@@ -70,6 +70,9 @@ class StageRunner:
         self.history_init = ctx.config.parallel.history_init
         self.epochs_done = 0
         self.element_size = torch.empty(0, dtype=ctx.dtype).element_size()
+        # Stage messages travel in parallel.stage_dtype (DESIGN.md 7 counts 4 bytes per
+        # float32 value; a bfloat16 message is 2); halo rows and weights do not.
+        self.stage_element_size = torch.empty(0, dtype=self.stage.wire_dtype).element_size()
         self._last_logits: tuple[Tensor, Tensor] | None = None
 
     # ---------------------------------------------------------------- protocol
@@ -140,7 +143,7 @@ class StageRunner:
 
     def predicted_bytes(self) -> dict[str, int]:
         return predicted_pipeline_bytes(self.stage.model, self.stage.num_nodes, self.layout.stage_split,
-                                        self.element_size)
+                                        self.stage_element_size)
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps: the owned parameters, the optimizer, the historical

@@ -61,6 +61,20 @@ class _ScaleGrad(torch.autograd.Function):
         return g * ctx.factor, None
 
 
+class _RoundTrip(torch.autograd.Function):
+    """A stage message in ``parallel.stage_dtype``: the value rounded to ``wire`` and
+    widened again in forward, and the same for the gradient in backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, wire: torch.dtype) -> Tensor:  # type: ignore[override]
+        ctx.wire = wire
+        return x.to(wire).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        return g.to(ctx.wire).to(g.dtype), None
+
+
 class PipelineSimulator:
     """Train ``model`` (in place) with pipeline (``ways == 1``) or hybrid semantics.
 
@@ -96,6 +110,10 @@ class PipelineSimulator:
         self.split = pc.layer_split(self.L) if pc.mode in ("pipeline", "hybrid") else (self.L,)
         self.optimizer = model_optimizer(self.model, config.train)
         self.period = int(pc.snapshot_period)
+        self.wire = pc.stage_torch_dtype
+        # 1-based layer -> the stage that runs it.
+        self.layer_stage = {l: s for s, n in enumerate(self.split)
+                            for l in range(sum(self.split[:s]) + 1, sum(self.split[:s + 1]) + 1)}
         self.epochs_done = 0
         self.snapshot: dict[int, Tensor] | None = None
         self.last_order: tuple[tuple[int, ...], ...] = ()
@@ -184,6 +202,11 @@ class PipelineSimulator:
         offsets = [p.row_start for p in plans]
 
         h0 = model.encode(self.x)
+        # h0 as each stage holds it: it travels with the activations, rounded to the
+        # stage dtype at every stage boundary (a round trip changes nothing at "same").
+        h0_at = [h0]
+        for _ in self.split[1:]:
+            h0_at.append(_RoundTrip.apply(h0_at[-1], self.wire) if self.wire is not None else h0_at[-1])
         # cur[l][j]: layer-l input rows of chunk j: the snapshot constant until written.
         cur = {l: [self.snapshot[l][p.row_start:p.row_end] for p in plans] for l in range(2, self.L + 1)}
         written: dict[int, set[int]] = {l: set() for l in range(2, self.L + 1)}
@@ -196,6 +219,8 @@ class PipelineSimulator:
             for l in range(1, self.L + 1):
                 layer = model.layers[l - 1]
                 if l >= 2:
+                    if self.wire is not None and self.layer_stage[l] != self.layer_stage[l - 1]:
+                        inp = {k: _RoundTrip.apply(v, self.wire) for k, v in inp.items()}  # a stage message
                     for k in active:  # every way writes first: same-step rows are fresh
                         cur[l][k] = inp[k]
                         written[l].add(k)
@@ -214,7 +239,8 @@ class PipelineSimulator:
                                 piece = _ScaleGrad.apply(piece, 2.0)
                             pieces.append(piece)
                         h_local = torch.cat(pieces)
-                    new[k] = layer(h_local, self.ops[k], h0[p.row_start:p.row_end] if layer.needs_h0 else None)
+                    h0_own = h0_at[self.layer_stage[l]][p.row_start:p.row_end] if layer.needs_h0 else None
+                    new[k] = layer(h_local, self.ops[k], h0_own)
                 inp = new
             for k in active:
                 p = plans[k]

@@ -100,6 +100,47 @@ def gather_rows(buf: Tensor, local_ids: Tensor) -> tuple[Tensor, list]:
     return _GatherRows.apply(token, buf, local_ids, sink), sink
 
 
+def _holder(holders: list[list[Tensor]]) -> Any:
+    """A pack hook that keeps each tensor autograd saves in a one-element list, kept in
+    ``holders``, so that the stage can later point it at equal values elsewhere."""
+
+    def pack(t: Tensor) -> list[Tensor]:
+        h = [t]
+        holders.append(h)
+        return h
+    return pack
+
+
+def _unhold(h: list[Tensor]) -> Tensor:
+    return h[0]
+
+
+def _share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) -> None:
+    """Let a layer's backward read its output from ``copy`` (the rows just written into
+    the next layer's buffer ``B_{l+1}``, equal to ``out`` bit for bit and not written
+    again before the backward) and free ``out``'s own memory.
+
+    A ReLU-ended layer (GCN, SAGE, GCNII) saves its output for the backward; without
+    this the stage would hold every chunk's layer outputs twice, once saved and once
+    in ``B_{l+1}``: a quarter of a GCN stage's memory. ``out`` stays the root of the
+    layer's backward, which reads only its shape. Its memory is freed only when every
+    saved tensor that shares it was pointed at ``copy``.
+
+    Shapes: out and copy [num_own, d].
+    """
+    storage = out.untyped_storage()
+    ptr = storage.data_ptr()
+    if ptr == 0:
+        return
+    shared = [h for h in holders if h[0].untyped_storage().data_ptr() == ptr]
+    if not shared or any(h[0].shape != out.shape or h[0].stride() != out.stride()
+                         or h[0].storage_offset() != out.storage_offset() for h in shared):
+        return
+    for h in shared:
+        h[0] = copy
+    storage.resize_(0)
+
+
 def _sunk(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
     """The gradient in ``sink`` (autograd sums every use of ``h_local`` before calling
     the node's backward once), or zeros when none flowed."""
@@ -175,6 +216,9 @@ class Stage:
                                for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())
 
+        # The type stage messages travel in (``parallel.stage_dtype``): the compute
+        # dtype, or bfloat16 (rounded when sent, widened again when received).
+        self.wire_dtype = pc.stage_torch_dtype or self.dtype
         self.period = int(pc.snapshot_period)
         self.unbiased = bool(pc.unbiased_scale)
         # Historical buffers, filled by the history start before the first epoch.
@@ -222,12 +266,14 @@ class Stage:
 
     # ------------------------------------------------------------- transfers
     def post_recv_forward(self, st: EpochState, k: int) -> None:
-        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.a), device=self.device, dtype=self.dtype)
+        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.a), device=self.device,
+                          dtype=self.wire_dtype)
         h = self.comm.irecv(buf, self.prev_rank, "stage_activations", TAG_FWD) if buf.numel() else None
         st.recv_f[k] = (h, buf)
 
     def post_recv_backward(self, st: EpochState, k: int) -> None:
-        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.b), device=self.device, dtype=self.dtype)
+        buf = torch.empty(self.plans[k].num_own, self.boundary_width(self.b), device=self.device,
+                          dtype=self.wire_dtype)
         h = self.comm.irecv(buf, self.next_rank, "stage_gradients", TAG_BWD) if buf.numel() else None
         st.recv_b[k] = (h, buf)
 
@@ -260,12 +306,13 @@ class Stage:
             x_own = None
             h0_k = st.h0_det[own].clone().requires_grad_(self.needs_h0)  # type: ignore[index]
         else:
-            buf = st.recv_f.pop(k)[1]
+            buf = st.recv_f.pop(k)[1].to(self.dtype)
             d_in = self.dims[self.a]
             x_own = buf[:, :d_in]
             h0_k = buf[:, d_in:].clone().requires_grad_(True) if self.needs_h0 else None
         layers = []
         out = None
+        saved: list[list[Tensor]] = []
         for i in range(self.a, self.b):
             l = i + 1
             layer = model.layers[i]
@@ -275,10 +322,14 @@ class Stage:
             else:
                 self._measure_drift(st, l, own, x_own)
                 self.B[l][own] = x_own
+                if out is not None:
+                    _share_saved_output(saved, out, self.B[l][own])
                 if self.exchange is not None:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
                 h_local, sink = gather_rows(self.B[l], self.local_ids[k])
-            out = layer(h_local, ops, h0_k if layer.needs_h0 else None)
+            saved = []
+            with torch.autograd.graph.saved_tensors_hooks(_holder(saved), _unhold):
+                out = layer(h_local, ops, h0_k if layer.needs_h0 else None)
             layers.append((l, sink, out))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
@@ -293,7 +344,7 @@ class Stage:
             msg = x_own
             if self.needs_h0:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
-            state["send"] = msg.contiguous()  # type: ignore[union-attr]
+            state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
 
     def _measure_drift(self, st: EpochState, l: int, own: slice, x_own: Tensor) -> None:
@@ -336,7 +387,7 @@ class Stage:
             g_out = None
             g_h0_next = None
         else:
-            buf = st.recv_b.pop(k)[1]
+            buf = st.recv_b.pop(k)[1].to(self.dtype)
             d_out = self.dims[self.b]
             g_out = buf[:, :d_out]
             g_h0_next = buf[:, d_out:] if self.needs_h0 else None
@@ -380,7 +431,7 @@ class Stage:
             st.saved.pop(k)
         else:
             msg = g_in if g_h0 is None else torch.cat([g_in, g_h0], dim=1)
-            state["grad_in"] = msg.contiguous()  # type: ignore[union-attr]
+            state["grad_in"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
             state["layers"] = None
             state.pop("loss", None)
 

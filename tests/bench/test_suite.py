@@ -124,9 +124,11 @@ def test_shipped_suites_cover_the_brief():
                for r in paper)
     assert {r.point["layers"] for r in runs["depth"]} == {8, 16, 32, 64, 128}
     assert {r.point.get("chunks") for r in runs["chunks"] if r.point["mode"] == "pipeline"} == {2, 4, 8, 16, 32}
-    combos = {tuple(r.point.get(k) for k in S.GROUPS["techniques"]) for r in runs["ablation"]
-              if r.point["mode"] == "pipeline"}
+    combos = {tuple(r.point.get(k) for k in ("shuffle", "snapshot_period", "unbiased_scale", "history_init"))
+              for r in runs["ablation"] if r.point["mode"] == "pipeline"}
     assert (None, 23, True, "zeros") in combos and len(combos) == 6
+    assert {r.point.get("stage_dtype") for r in runs["stage-dtype"]} == {None, "bfloat16"}
+    assert {r.point["dataset"] for r in runs["stage-dtype"]} == {"synthetic", "cora"}
 
 
 def test_modes_suite_uses_the_pinned_systems_graph():

@@ -51,7 +51,7 @@ def make_config(case: dict[str, Any]):
     from gnnpipe.config import ModelConfig, ParallelConfig, RunConfig, TrainConfig
 
     par = {k: case[k] for k in ("shuffle", "snapshot_period", "unbiased_scale", "history_init",
-                                "stage_split", "ways") if k in case}
+                                "stage_split", "ways", "stage_dtype") if k in case}
     return RunConfig(
         model=ModelConfig(model=case["model"], layers=case.get("layers", 4), hidden=5, dropout=0.0,
                           input_proj=case.get("input_proj"), classifier=case.get("classifier")),
@@ -216,6 +216,8 @@ PIPE2 = (
     + [dict(mode="pipeline", workers=2, chunks=3, model="gcnii", stage_split=(3, 1), **ON)]
     # 30 chunks of 36 vertices: METIS leaves most of them empty (no rows, no messages).
     + [dict(mode="pipeline", workers=2, chunks=30, model="gcnii", **ON)]
+    # Stage messages in bfloat16 (activations, h0 and gradients rounded on the wire).
+    + [dict(mode="pipeline", workers=2, chunks=5, model=m, stage_dtype="bfloat16", **ON) for m in ("gcn", "gcnii")]
 )
 
 
@@ -293,11 +295,13 @@ def test_pipeline_bytes_equal_prediction(pipe2_results, i):
     cfg = make_config(case)
     g = chunked_for(case).graph
     model = build_model(cfg, g)
-    # 4 (S-1) N H each way in float64 = 8 bytes; twice that for GCNII (h0 travels along).
+    # 4 (S-1) N H each way in float64 = 8 bytes (bfloat16 messages: 2); twice that for
+    # GCNII (h0 travels along).
     factor = 2 if case["model"] == "gcnii" else 1
-    expected = 8 * (2 - 1) * g.num_nodes * 5 * factor
+    element = 2 if case.get("stage_dtype") == "bfloat16" else 8
+    expected = element * (2 - 1) * g.num_nodes * 5 * factor
     assert pipe2_results[i][0]["predicted"]["stage_activations"] == expected
-    assert predicted_pipeline_bytes(model, g.num_nodes, cfg.parallel.layer_split(4), 8)["stage_gradients"] == expected
+    assert predicted_pipeline_bytes(model, g.num_nodes, cfg.parallel.layer_split(4), element)["stage_gradients"] == expected
 
 
 def test_pipeline_four_stages_equals_simulator_without_barriers():
@@ -372,3 +376,80 @@ def test_history_drift_is_the_distance_of_stale_reads_from_fresh_values(pipe2_re
             torch.testing.assert_close(sums[2 * (l - 1):2 * l], expected, rtol=1e-9, atol=1e-12)
     # Training moves the weights, so the history is behind: some drift is positive.
     assert any(r["epochs"][-1]["drift"][2] > 0 for r in pipe2_results[i])
+
+
+@pytest.mark.parametrize("model", ["gcn", "gcnii"])
+def test_saved_layer_output_is_read_from_the_next_buffer_not_kept_twice(model):
+    """A ReLU-ended layer saves its output for backward; the stage points that saved
+    tensor at the rows it wrote into the next layer's buffer B_{l+1} and frees the
+    output's own memory, so a stage holds each chunk's layer outputs once. The
+    backward is unchanged: the same gradients as with the output kept."""
+    from gnnpipe.engine.stage import _holder, _share_saved_output, _unhold
+    from gnnpipe.models.layers import GCNIILayer, GCNLayer
+
+    torch.manual_seed(0)
+    layer = GCNLayer(6, 6, dropout=0.0) if model == "gcn" else GCNIILayer(6, layer_index=2)
+    layer = layer.double()
+    pre = torch.randn(9, 6, dtype=torch.float64)
+
+    def run(share: bool):
+        layer.zero_grad()
+        h = pre.clone().requires_grad_(True)
+        x = h * 1.0
+        buf = torch.zeros(12, 6, dtype=torch.float64)
+        holders: list = []
+        with torch.autograd.graph.saved_tensors_hooks(_holder(holders), _unhold):
+            out = _apply(layer, x)
+        buf[3:12] = out.detach()
+        if share:
+            _share_saved_output(holders, out, buf[3:12])
+            assert out.untyped_storage().nbytes() == 0  # the output's memory is gone
+            assert any(hd[0].data_ptr() == buf[3:12].data_ptr() for hd in holders)
+        g = torch.randn(9, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        torch.autograd.backward(out, g)
+        return h.grad.clone(), [p.grad.clone() for p in layer.parameters()]
+
+    kept, shared = run(False), run(True)
+    torch.testing.assert_close(shared[0], kept[0], rtol=0, atol=0)
+    for a, b in zip(shared[1], kept[1]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _apply(layer, x):
+    """The layer on a chunk whose local rows are its own rows (an identity aggregation
+    over 9 rows), with h0 for GCNII."""
+    class _Identity:
+        num_own = 9
+
+        @staticmethod
+        def aggregate(h, reduce):
+            return h * 1.0
+    return layer(x, _Identity(), x * 0.5 if layer.needs_h0 else None)
+
+
+def test_bfloat16_stage_messages_are_rounded_and_cost_half_the_bytes_of_float32(pipe2_results):
+    """With ``stage_dtype = bfloat16`` the stage traffic is 2 bytes a value (a quarter of
+    float64's here) and training really sees rounded messages: the gradients differ from
+    the same run with full-precision messages (the match with the simulator, which
+    rounds at the same places, is test_pipeline_equals_simulator)."""
+    for model in ("gcn", "gcnii"):
+        full = PIPE2.index(dict(mode="pipeline", workers=2, chunks=5, model=model, **ON))
+        half = PIPE2.index(dict(mode="pipeline", workers=2, chunks=5, model=model, stage_dtype="bfloat16", **ON))
+        for kind in ("stage_activations", "stage_gradients"):
+            b_full = sum(r["epochs"][0]["bytes"][kind] for r in pipe2_results[full])
+            b_half = sum(r["epochs"][0]["bytes"][kind] for r in pipe2_results[half])
+            assert b_full > 0 and b_half * 4 == b_full
+        g_full, g_half = merge_ranks(pipe2_results[full], 0, "grads"), merge_ranks(pipe2_results[half], 0, "grads")
+        assert any(not torch.equal(g_full[k], g_half[k]) for k in g_full)
+        # bfloat16 keeps 8 bits of mantissa: the first epoch's gradients stay close.
+        for k in g_full:
+            torch.testing.assert_close(g_half[k], g_full[k], rtol=0.1, atol=1e-3)
+
+
+def test_stage_dtype_is_refused_outside_pipeline_and_hybrid():
+    from gnnpipe.config import ParallelConfig
+    from gnnpipe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"parallel.stage_dtype: expected 'same' in graph mode"):
+        ParallelConfig(mode="graph", workers=2, stage_dtype="bfloat16")
+    assert ParallelConfig(mode="hybrid", workers=2, stage_dtype="bfloat16").stage_dtype == "bfloat16"
