@@ -16,13 +16,13 @@ written there, atomically, by the process that holds it (rank 0).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from gnnpipe.config import DataConfig, ModelConfig, ParallelConfig, RunConfig, TrainConfig
 from gnnpipe.errors import ConfigError
+from gnnpipe.trainer.machine import process_start_unix_s
 
 __all__ = ["train", "train_from_config", "run", "check_writable"]
 
@@ -94,7 +94,7 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
     job = Job(config=run_config, layout=layout, dataset=dataset,
               self_loops_removed=int(graph.num_edges - g.num_edges), t_start=time.time(),
               resume_from=_resume_point(run_config, layout, dataset),
-              startup={"process_start_unix_s": _process_start_unix_s(), "load_s": load_s})
+              startup={"process_start_unix_s": process_start_unix_s(), "load_s": load_s})
     if layout.mode == "single":
         record = _train_in_process(job, g)
     else:
@@ -110,18 +110,6 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
             raise ConfigError(f"train.json_out: expected a writable path, found {run_config.train.json_out!r} "
                               f"({exc.strerror or exc})") from None
     return record
-
-
-def _process_start_unix_s() -> float | None:
-    """When this process started (Linux: /proc), for the record's start-up split; None
-    where it cannot be read."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                     if line.startswith("btime"))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
 
 
 def _resume_point(run_config: RunConfig, layout: Any, dataset: dict[str, Any]) -> str | None:

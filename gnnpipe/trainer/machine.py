@@ -18,11 +18,12 @@ import os
 import platform
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import gnnpipe
 
-__all__ = ["cpu_cores", "load_average", "machine_info", "measure_peak_memory"]
+__all__ = ["cpu_cores", "load_average", "machine_info", "measure_peak_memory", "process_start_unix_s"]
 
 
 def cpu_cores() -> dict[str, int | None]:
@@ -127,3 +128,15 @@ def _ru_maxrss_bytes() -> int | None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     scale = 1 if sys.platform == "darwin" else 1024  # macOS: bytes; Linux: KiB
     return int(rss) * scale
+
+
+def process_start_unix_s() -> float | None:
+    """When this process started (Linux: /proc), for the record's start-up split; None
+    where it cannot be read."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("btime"))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
