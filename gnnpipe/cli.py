@@ -251,12 +251,10 @@ def entry(argv: Sequence[str] | None = None) -> NoReturn:
     active exception") after a run that succeeded; torchrun then reports it failed.
     The process group has been destroyed and every file closed by then.
     """
-    from gnnpipe.engine.environment import torchrun_env
+    from gnnpipe.engine.environment import exit_now, torchrun_env
 
     code = main(argv)
     if torchrun_env() is not None:
-        from gnnpipe.engine.environment import exit_now
-
         exit_now(code)
     sys.exit(code)
 

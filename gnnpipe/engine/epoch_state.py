@@ -72,7 +72,7 @@ class EpochState:
             copy that the chunks read, and the gradient summed over every read.
         drift: 1-based layer -> [sum of squared (fresh - historical), sum of squared
             fresh] over the sampled rows (:meth:`gnnpipe.engine.stage.Stage.forward`),
-            0-d tensors on the device, read once at the end of the epoch.
+            a tensor [2] on the device, read once at the end of the epoch.
     """
 
     orders: tuple[tuple[int, ...], ...]
@@ -89,4 +89,4 @@ class EpochState:
     h0_full: Tensor | None = None
     h0_det: Tensor | None = None
     h0_grad: Tensor | None = None
-    drift: dict[int, list[Tensor]] = field(default_factory=dict)
+    drift: dict[int, Tensor] = field(default_factory=dict)

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from gnnpipe.engine.layout import stage_layer_ranges
 from gnnpipe.engine.schedule import way_blocks, way_orders
 from gnnpipe.kernels import ChunkOps
 from gnnpipe.models.model import model_input
@@ -112,8 +113,7 @@ class PipelineSimulator:
         self.period = int(pc.snapshot_period)
         self.wire = pc.stage_torch_dtype
         # 1-based layer -> the stage that runs it.
-        self.layer_stage = {l: s for s, n in enumerate(self.split)
-                            for l in range(sum(self.split[:s]) + 1, sum(self.split[:s + 1]) + 1)}
+        self.layer_stage = {i + 1: s for s, (a, b) in enumerate(stage_layer_ranges(self.split)) for i in range(a, b)}
         self.epochs_done = 0
         self.snapshot: dict[int, Tensor] | None = None
         self.last_order: tuple[tuple[int, ...], ...] = ()
@@ -254,10 +254,10 @@ class PipelineSimulator:
         self._last_logits = torch.cat([logits_parts[k] for k in range(self.num_chunks)])
         # What the epoch started from (stale reads saw it) and its fresh layer inputs,
         # rows in partition order: the history drift's two terms (gnnpipe.engine.stage).
-        self.last_history = {l: torch.cat([self.snapshot[l][p.row_start:p.row_end] for p in plans]) for l in cur}
+        self.last_history = self.snapshot
         self.last_fresh = {l: torch.cat([c.detach() for c in cur[l]]) for l in cur}
         # Technique 2: refresh the snapshot from the buffers every R epochs.
         if (self.epochs_done + 1) % self.period == 0:
-            self.snapshot = {l: torch.cat([c.detach() for c in cur[l]]) for l in cur}
+            self.snapshot = self.last_fresh
         self.epochs_done += 1
         return float(loss.detach())

