@@ -1,0 +1,2 @@
+# $1 = code root, $2 = mode, $3 = out
+PYTHONPATH=$1 OMP_NUM_THREADS=1 GNNPIPE_CACHE_DIR=/tmp/memcache nice -n 5 /work/main/.venv/bin/python -m gnnpipe.train --data-option num_nodes=50000 --data-option avg_degree=10.0 --data-option homophily=0.6 --data-option feature_signal=0.22 --data-option seed=0 --model gcn --layers 32 --hidden 100 --input-proj --classifier --epochs 2 --eval-every 2 --mode $2 --workers 2 --log-level WARNING --json-out $3
