@@ -29,7 +29,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
-from .report import TRAINING_KINDS, _load_range, build_rows, read_results
+from .report import TRAINING_KINDS, _load_range, build_rows, read_results, technique_text
 from .report_common import Row, _pm, _slug, _table
 from .runner import DEFAULT_OUT, REPO
 
@@ -163,7 +163,20 @@ def budget_text(rows: list[Row], records: list[dict[str, Any]]) -> str:
             f"{model['dropout']}. This is a fixed short budget of {train['epochs']} epochs, not training to "
             f"convergence: the best epoch is the last epoch run in {best_last} of the {len(runs)} runs and "
             f"{stopped} stopped early, so the table compares the modes at one small budget, not their final "
-            "accuracy.")
+            "accuracy." + _techniques_text(records))
+
+
+def _techniques_text(records: list[dict[str, Any]]) -> str:
+    """The pipeline runs' techniques, from their config (a default may have changed since)."""
+    piped = [rec["config"]["parallel"] for rec in records if rec["config"]["parallel"]["mode"] == "pipeline"]
+    if not piped:
+        return ""
+    keys = ("shuffle", "snapshot_period", "unbiased_scale", "history_init")
+    values = {k: {p.get(k) for p in piped} for k in keys}
+    if any(len(v) != 1 for v in values.values()):
+        return " The pipeline runs differ in their techniques (see the report)."
+    return (" Pipeline techniques (the records' config): "
+            f"{technique_text({k: v.pop() for k, v in values.items()})}.")
 
 
 def headline(suite_dir: Path = PAPER_DIR, plot: tuple[str, str] | None = PLOT, root: Path = REPO) -> str:

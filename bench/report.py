@@ -33,6 +33,7 @@ from typing import Any, Iterable
 from .report_common import (LAYOUT_KEYS, SPLIT, Row, _figure, _legend, _pm, _pyplot, _save, _series_label, _slug,
                             _table, settings_text)
 from .report_drift import drift_section, plot_drift
+from . import resolved
 from .runner import RunFiles, fmt_duration, group_key, read_json
 from .suite import GROUPS
 
@@ -207,7 +208,7 @@ def markdown(manifest: dict[str, Any], rows: list[Row], figures: dict[str, list[
     if manifest.get("notes"):
         out += [manifest["notes"], ""]
     out += [f"Suite file `{manifest['file']}`; {len(entries)} runs: {len(entries) - len(failed) - len(pending)} "
-            f"with a record, {len(failed)} failed, {len(pending)} not run. Machine: {m['hostname']}, "
+            f"with a current record, {len(failed)} failed, {len(pending)} without one. Machine: {m['hostname']}, "
             f"{m['cpu_cores']['usable']} usable cores, torch {m['torch']}, gnnpipe {m['gnnpipe']}, python "
             f"{m['python']}. Run wall time, summed: {fmt_duration(sum(walls)) if walls else '-'}; 1-minute load "
             f"average before/after the runs: {_load_range(entries)} (other jobs share the machine, so times are "
@@ -244,7 +245,9 @@ def markdown(manifest: dict[str, Any], rows: list[Row], figures: dict[str, list[
         out += ["## Failed runs", ""]
         out += [f"- `{f['name']}` {f['label']}: exit {f['returncode']}: {f['last_line']}" for f in failed] + [""]
     if pending:
-        out += ["## Runs without a record", ""] + [f"- `{e['name']}` {e['label']}" for e in pending] + [""]
+        out += ["## Runs without a current record", ""]
+        out += [f"- `{e['name']}` {e['label']}" + (f" (stale record, run with: {'; '.join(e['stale'])})"
+                                                   if e.get("stale") else "") for e in pending] + [""]
     return "\n".join(out)
 
 
@@ -353,9 +356,12 @@ def plot_ablation(plt, rows: list[Row], out_dir: Path) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------- the file
 def read_results(suite_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[dict[str, Any]],
                                            list[dict[str, Any]]]:
-    """``suite_dir``'s manifest, its records by run name, the failed runs (each
-    manifest entry with ``returncode`` and ``last_line``) and the runs with neither a
-    record nor a failure. What the report and the README headline read."""
+    """``suite_dir``'s manifest, its current records by run name, the failed runs
+    (each manifest entry with ``returncode`` and ``last_line``) and the runs with
+    neither a current record nor a failure. A stale record (its resolved config is not
+    what the run's settings resolve to now: :mod:`bench.resolved`) is left out; its
+    run is in the last list with ``stale``, the fields that changed. What the report
+    and the README headline read."""
     manifest = read_json(suite_dir / "manifest.json")
     if manifest is None:
         raise FileNotFoundError(f"{suite_dir / 'manifest.json'} not found: run the suite first "
@@ -365,7 +371,11 @@ def read_results(suite_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, A
         files = RunFiles(suite_dir, entry["name"])
         record = read_json(files.record)
         if record is not None:
-            records[entry["name"]] = record
+            changed = resolved.changes(record.get("config", {}), resolved.resolved_config(entry["point"]))
+            if not changed:
+                records[entry["name"]] = record
+            else:
+                pending.append({**entry, "stale": changed})
             continue
         fail = read_json(files.failed)
         if fail is None:

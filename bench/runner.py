@@ -5,7 +5,12 @@ its hash (:func:`bench.suite.run_name`):
 
 * ``NAME.json``: the trainer's own result record (``--json-out``, written atomically
   by the trainer at the end, so a record that exists is complete). A rerun of the
-  suite skips every run whose record exists: a killed suite resumes.
+  suite skips every run whose record exists and is current: a killed suite resumes.
+  A record is *stale* when its resolved config differs from what the run's settings
+  resolve to now (a trainer default changed, :mod:`bench.resolved`): the runner says
+  which fields changed and runs it again. A record whose settings the suite file now
+  writes differently (a default made explicit) but which resolve to the same config
+  is renamed to the run's new name, not run again (:func:`adopt_records`).
 * ``NAME.run.json``: the runner's sidecar: argv, settings, wall time of the
   subprocess, exit code, and the load average before and after the run.
 * ``NAME.failed.json``: only for a run that failed: exit code and the stderr tail.
@@ -14,8 +19,10 @@ its hash (:func:`bench.suite.run_name`):
 * ``manifest.json``: the machine (hostname, cores, torch), the suite's description
   and every run of the suite with its settings, argv and status.
 
-Only the public entry is used (the CLI in a subprocess), so the runner depends on
-the trainer's flags and record keys, never on gnnpipe's modules.
+Runs go through the public entry only (the CLI in a subprocess). The one gnnpipe
+function the runner calls is the CLI's own argument parser
+(:func:`gnnpipe.cli.parse_config`, through :mod:`bench.resolved`), to know what a
+run's settings resolve to without running it.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
+from . import resolved
 from .suite import RunSpec, Suite, argv, matches
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,10 +118,26 @@ class RunFiles:
         """A record exists and parses (the trainer writes it atomically, at the end)."""
         return read_json(self.record) is not None
 
-    def status(self) -> str:
-        if self.done():
-            return "ok"
+    def changes(self, point: dict[str, Any]) -> list[str] | None:
+        """None without a record; else the fields of the record's config that differ
+        from what ``point`` resolves to now (empty: the record is current)."""
+        record = read_json(self.record)
+        if record is None:
+            return None
+        return resolved.changes(record.get("config", {}), resolved.resolved_config(point))
+
+    def status(self, point: dict[str, Any]) -> str:
+        changed = self.changes(point)
+        if changed is not None:
+            return "stale" if changed else "ok"
         return "failed" if self.failed.exists() else "pending"
+
+    def paths(self) -> tuple[Path, ...]:
+        return (self.record, self.sidecar, self.failed, self.log)
+
+    def remove(self) -> None:
+        for path in self.paths():
+            path.unlink(missing_ok=True)
 
 
 def execute(spec: RunSpec, out_dir: Path, data_root: str | None,
@@ -183,7 +207,7 @@ def manifest(suite: Suite, out_dir: Path, data_root: str | None, trainer: Iterab
         files = RunFiles(out_dir, spec.name)
         side = read_json(files.sidecar) or {}
         runs.append({"name": spec.name, "label": spec.label(suite), "grid": spec.grid,
-                     "tags": spec.tags, "status": files.status(), "point": spec.point,
+                     "tags": spec.tags, "status": files.status(spec.point), "point": spec.point,
                      "argv": [*trainer, *argv(spec.point, data_root), "--json-out", files.record.name],
                      **{k: side[k] for k in ("wall_s", "load_average_before", "load_average_after") if k in side}})
     return {"suite": suite.name, "file": str(_relative(suite.path)), "description": suite.description,
@@ -197,6 +221,47 @@ def _relative(path: Path) -> Path:
         return path.resolve().relative_to(REPO)
     except ValueError:
         return path
+
+
+# ------------------------------------------------------------------ records
+def adopt_records(suite: Suite, out_dir: Path) -> list[tuple[str, str]]:
+    """Rename the records in ``out_dir`` that no run of ``suite`` names, but whose
+    resolved config is a run's that has no record, to that run's name (record,
+    sidecar and log). Returns the (old, new) names.
+
+    A suite file that spells a default out (``snapshot_period = 1`` where the point
+    had left it to the default) changes the runs' names, not what they compute; the
+    records it has are theirs."""
+    names = {spec.name for spec in suite.runs}
+    orphans: dict[str, str] = {}
+    for path in sorted(out_dir.glob("*.json")):
+        stem = path.name[: -len(".json")]
+        if "." in stem or stem in names or stem == "manifest":
+            continue
+        record = read_json(path)
+        if isinstance(record, dict) and isinstance(record.get("config"), dict):
+            orphans.setdefault(resolved.key(record["config"]), stem)
+    adopted = []
+    for spec in suite.runs:
+        if not orphans:
+            break
+        new = RunFiles(out_dir, spec.name)
+        if new.done():
+            continue
+        old_name = orphans.pop(resolved.key(resolved.resolved_config(spec.point)), None)
+        if old_name is None:
+            continue
+        old = RunFiles(out_dir, old_name)
+        new.remove()
+        side = read_json(old.sidecar)
+        for src, dst in ((old.log, new.log), (old.record, new.record)):
+            if src.exists():
+                src.rename(dst)
+        if side is not None:
+            write_json(new.sidecar, {**side, "name": spec.name, "point": spec.point, "adopted_from": old_name})
+        old.remove()
+        adopted.append((old_name, spec.name))
+    return adopted
 
 
 # ------------------------------------------------------------------------ run
@@ -229,7 +294,7 @@ def run_suite(suite: Suite, out_root: Path = DEFAULT_OUT, only: str | None = Non
     width = len(str(len(selected)))
     if dry_run:
         for i, spec in enumerate(selected, 1):
-            status = RunFiles(out_dir, spec.name).status()
+            status = RunFiles(out_dir, spec.name).status(spec.point)
             command = command_text(trainer, [*argv(spec.point, data_root), "--json-out",
                                              str(out_dir / f"{spec.name}.json")])
             say(f"[{i:{width}}/{len(selected)}] {spec.name} {status:7s} {spec.label(suite)}\n"
@@ -237,9 +302,20 @@ def run_suite(suite: Suite, out_root: Path = DEFAULT_OUT, only: str | None = Non
         say(f"{suite.name}: {len(selected)} of {len(suite.runs)} runs selected (dry run: nothing ran)")
         return 0
     out_dir.mkdir(parents=True, exist_ok=True)
+    for old, new in adopt_records(suite, out_dir):
+        say(f"{new}: the record of {old}, renamed (same resolved config; the suite file writes its settings "
+            f"differently now)")
+    todo = []
+    for spec in selected:
+        files = RunFiles(out_dir, spec.name)
+        changed = files.changes(spec.point)
+        if changed:
+            say(f"{spec.name}: stale record, run again ({'; '.join(changed)}) {spec.label(suite)}")
+            files.remove()  # a failed rerun must not leave the old record standing for it
+        if changed is None or changed:
+            todo.append(spec.name)
     man_path = out_dir / "manifest.json"
     write_json(man_path, manifest(suite, out_dir, data_root, trainer))
-    todo = [s.name for s in selected if not RunFiles(out_dir, s.name).done()]
     say(f"{suite.name}: {len(selected)} runs selected, {len(selected) - len(todo)} have records "
         f"(skipped), {len(todo)} to run -> {out_dir}")
     done: list[tuple[dict[str, Any], float]] = []

@@ -13,6 +13,9 @@ import pytest
 from bench import headline as H
 from bench.runner import write_json
 from bench.suite import run_name
+from gnnpipe.config import ParallelConfig
+
+DEFAULT_R = ParallelConfig().snapshot_period  # the records are of runs at the defaults
 
 MODES = ("single", "pipeline", "hybrid")
 SEEDS = (0, 1, 2)
@@ -57,7 +60,7 @@ def _record(mode: str, model: str, seed: int) -> dict:
             "config": {"data": {"dataset": "toy"}, "model": {"model": model, "layers": 8, "hidden": 16, "dropout": 0.5},
                        "train": {**TRAIN, "seed": seed},
                        "parallel": {"mode": mode, "workers": workers, "ways": ways, "chunks": 4, "shuffle": True,
-                                    "snapshot_period": 1, "unbiased_scale": False, "history_init": "exact"}},
+                                    "snapshot_period": DEFAULT_R, "unbiased_scale": False, "history_init": "exact"}},
             "best": {"epoch": EPOCHS if seed else 4, "test_acc": v["test_acc"]},
             "summary": {"epochs_run": EPOCHS, "stopped_early": False, "mean_epoch_time_s": v["epoch_s"],
                         "mean_epoch_time_skipped_epochs": 2},
@@ -76,7 +79,7 @@ def _suite_dir(tmp_path: Path) -> Path:
     for model in ("gcn", "gcnii"):
         for mode in MODES:
             for seed in SEEDS:
-                point = {"dataset": "toy", "model": model, "layers": 8, **TRAIN, "mode": mode, "seed": seed}
+                point = {"dataset": "toy", "model": model, "layers": 8, "hidden": 16, **TRAIN, "mode": mode, "seed": seed}
                 if mode != "single":
                     point |= {"workers": 2, "chunks": 4, **({"ways": 2} if mode == "hybrid" else {})}
                 name = run_name(point)

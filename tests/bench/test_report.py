@@ -15,6 +15,9 @@ from bench import report as R
 from bench import report_common as C
 from bench import report_drift as D
 from bench.suite import run_name
+from gnnpipe.config import ParallelConfig
+
+DEFAULT_R = ParallelConfig().snapshot_period  # the records are of runs at the defaults
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -26,7 +29,7 @@ def fake_record(mode: str, seed: int, epoch_s: float, gb: float, test_acc: float
                "time": {"compute_s": epoch_s * 0.6, "comm_wait_s": epoch_s * 0.3, "bubble_s": epoch_s * 0.1},
                "bytes": {"halo_rows": gb * 1e9, "evaluation": 123}} for e in range(1, 7)]
     par = {"mode": mode, "workers": 1 if mode == "single" else 2, "ways": 2 if mode == "hybrid" else 1,
-           "chunks": {"single": 1, "graph": 2}.get(mode, 8), "shuffle": True, "snapshot_period": 1,
+           "chunks": {"single": 1, "graph": 2}.get(mode, 8), "shuffle": True, "snapshot_period": DEFAULT_R,
            "unbiased_scale": False, "history_init": "exact", **parallel}
     return {"mode": mode, "epochs": epochs, "dataset": {"name": "synthetic", "num_nodes": 1000},
             "config": {"parallel": par, "data": {"dataset": "synthetic"}, "model": {"model": "gcnii", "layers": layers}},
@@ -36,7 +39,7 @@ def fake_record(mode: str, seed: int, epoch_s: float, gb: float, test_acc: float
 
 
 def _entry(mode: str, seed: int, grid: str = "g", **point) -> dict:
-    point = {"dataset": "synthetic", "model": "gcnii", "mode": mode, **point, "seed": seed}
+    point = {"dataset": "synthetic", "model": "gcnii", "layers": 4, "mode": mode, **point, "seed": seed}
     return {"name": run_name(point), "point": point, "grid": grid, "tags": {}, "label": mode}
 
 

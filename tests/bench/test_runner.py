@@ -79,3 +79,68 @@ def test_a_failing_run_writes_failed_json_and_the_suite_goes_on(tmp_path):
     assert RunFiles(out / "mixed", good.name).done()
     statuses = {r["name"]: r["status"] for r in read_json(out / "mixed" / "manifest.json")["runs"]}
     assert statuses == {bad.name: "failed", good.name: "ok"}
+
+
+def _rewrite_record(path: Path, edit) -> None:
+    record = read_json(path)
+    edit(record)
+    path.write_text(json.dumps(record))
+
+
+def test_a_record_of_an_older_default_is_stale_run_again_and_left_out_of_the_report(tmp_path):
+    from bench.report import read_results
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    suite = load_suite(path)
+    first, second = suite.runs
+    out = tmp_path / "out"
+    rc, text = _run(suite, out)
+    assert rc == 0, text
+    # As if the trainer's default weight decay had been 0.01 when the first run ran.
+    files = RunFiles(out / "tiny", first.name)
+    _rewrite_record(files.record, lambda r: r["config"]["train"].update(weight_decay=0.01))
+    assert files.status(first.point) == "stale"
+
+    _, records, _, pending = read_results(out / "tiny")
+    assert set(records) == {second.name}
+    assert [e["name"] for e in pending] == [first.name]
+    assert pending[0]["stale"] == ["train.weight_decay: 0.01 -> 0.0005"]
+
+    rc, text = _run(suite, out)
+    assert rc == 0, text
+    assert f"{first.name}: stale record, run again (train.weight_decay: 0.01 -> 0.0005)" in text
+    lines = [ln for ln in text.splitlines() if ln.startswith("[")]
+    assert lines[1].endswith("skip (record exists)") and not lines[0].endswith("skip (record exists)")
+    assert read_json(files.record)["config"]["train"]["weight_decay"] == 0.0005
+    assert files.status(first.point) == "ok"
+
+
+def test_a_default_written_out_in_the_suite_renames_the_records_instead_of_rerunning(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    suite = load_suite(path)
+    out = tmp_path / "out"
+    rc, text = _run(suite, out)
+    assert rc == 0, text
+    before = {spec.point["seed"]: read_json(RunFiles(out / "tiny", spec.name).record) for spec in suite.runs}
+
+    # weight_decay = 5e-4 is the default: the same runs under other names. A third
+    # point (weight decay 0) is a new run.
+    path.write_text(TINY.replace("seed = [0, 1]", "seed = [0, 1]\nweight_decay = [5e-4, 0.0]"))
+    rewritten = load_suite(path)
+    assert not {s.name for s in rewritten.runs} & {s.name for s in suite.runs}
+    rc, text = _run(rewritten, out)
+    assert rc == 0, text
+    renamed = [ln for ln in text.splitlines() if "renamed" in ln]
+    assert len(renamed) == 2
+    skipped = [ln for ln in text.splitlines() if ln.endswith("skip (record exists)")]
+    assert len(skipped) == 2
+    for spec in rewritten.runs:
+        files = RunFiles(out / "tiny", spec.name)
+        assert files.status(spec.point) == "ok"
+        if spec.point["weight_decay"] == 5e-4:
+            assert read_json(files.record) == before[spec.point["seed"]]
+            assert read_json(files.sidecar)["point"] == spec.point
+    for spec in suite.runs:  # nothing of the old names is left
+        assert not any(p.exists() for p in RunFiles(out / "tiny", spec.name).paths())
