@@ -188,10 +188,41 @@ def join_process_group(layout: Any) -> tuple[int, int, int, torch.device]:
     # NCCL communicators are created lazily, on first use (torch's default): the
     # communicator makes the per-direction groups up front, which then cost nothing
     # until used.
-    dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
-                            timeout=timedelta(seconds=dist_timeout_s()))
+    timeout = timedelta(seconds=dist_timeout_s())
+    store = _attempt_store(env, timeout)
+    if store is None:
+        dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+                                timeout=timeout)
+    else:
+        dist.init_process_group(backend, store=store, rank=env.rank, world_size=env.world_size, timeout=timeout)
     logger.debug("joined %s process group as rank %d/%d on %s", backend, env.rank, env.world_size, device)
     return env.rank, env.world_size, env.local_rank, device
+
+
+def _attempt_store(env: TorchrunEnv, timeout: timedelta) -> Any:
+    """Under a torchrun restart (``TORCHELASTIC_RESTART_COUNT`` > 0), the rendezvous
+    store of ``env://`` with this attempt's prefix; None otherwise (plain ``env://``).
+
+    torchrun's agent hosts the store (``TORCHELASTIC_USE_AGENT_STORE``) and keeps it
+    across the restarts of its worker group, and ``env://`` adds no per-attempt prefix
+    (torch 2.13's ``_create_c10d_store`` assumes a new store per attempt). So a
+    restarted rank could read the previous attempt's gloo addresses before the new
+    peers had written theirs, and fail with ``connectFullMesh ... Connection refused``
+    or wait on a peer that is gone. With ``attempt_<n>/`` before every key each
+    attempt rendezvouses among its own processes. The store is made as ``env://``
+    makes it: a client of the agent's, or hosted by rank 0 without an agent store.
+    """
+    import torch.distributed as dist
+
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0").strip()
+    if attempt in ("", "0"):
+        return None
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), env.world_size,
+                          is_master=(not agent and env.rank == 0), timeout=timeout,
+                          multi_tenant=not agent)
+    logger.info("rank %d: torchrun restart %s, rendezvous under the prefix attempt_%s/", env.rank, attempt, attempt)
+    return dist.PrefixStore(f"attempt_{attempt}/", store)
 
 
 def leave_process_group() -> None:

@@ -84,3 +84,34 @@ def test_two_nodes_with_c10d_rendezvous_train_like_one_node(tmp_path) -> None:
         assert eb["loss"] == pytest.approx(ea["loss"], rel=1e-12)
         assert (eb["val_acc"], eb["test_acc"]) == (ea["val_acc"], ea["test_acc"])
         assert eb["bytes"] == ea["bytes"] and eb["bytes"]["stage_activations"] > 0
+
+
+def test_a_torchrun_restart_resumes_from_the_checkpoint_and_ends_as_the_uninterrupted_run(tmp_path) -> None:
+    """A worker killed at epoch 3 of 5 under ``torchrun --max-restarts 1``: the agent
+    restarts the group, which rendezvouses under its own attempt prefix, resumes from
+    the checkpoint of epoch 2 and ends with the same per-epoch losses and accuracies
+    as the run nobody killed."""
+    env = _env(tmp_path)
+    common = [*PIPE[:PIPE.index("--epochs") + 1], "5", *PIPE[PIPE.index("--epochs") + 2:],
+              "--checkpoint-every", "1", "--resume"]
+    whole = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            *common, "--checkpoint-dir", str(tmp_path / "ck_whole"),
+                            "--json-out", str(tmp_path / "whole.json")],
+                           capture_output=True, text=True, timeout=200, env=env)
+    assert whole.returncode == 0, (whole.stdout + whole.stderr)[-3000:]
+    mark = tmp_path / "killed"
+    kill = {"GNNPIPE_TEST_FAIL_RANK": "1", "GNNPIPE_TEST_FAIL_EPOCH": "3", "GNNPIPE_TEST_FAIL_HOW": "kill",
+            "GNNPIPE_TEST_FAIL_MARK": str(mark), "GNNPIPE_TEST_FAIL_ONCE": "1"}
+    restarted = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                                "2", "--max-restarts", "1", *common, "--checkpoint-dir", str(tmp_path / "ck"),
+                                "--json-out", str(tmp_path / "restarted.json"), "--log-level", "INFO"],
+                               capture_output=True, text=True, timeout=200, env={**env, **kill})
+    text = restarted.stdout + restarted.stderr
+    assert restarted.returncode == 0, text[-4000:]
+    assert mark.exists() and "kills itself (SIGKILL) at epoch 3" in text
+    assert "rendezvous under the prefix attempt_1/" in text and "epoch-000002: 2 epochs done" in text
+    a, b = json.loads((tmp_path / "whole.json").read_text()), json.loads((tmp_path / "restarted.json").read_text())
+    assert [e["epoch"] for e in b["epochs"]] == [1, 2, 3, 4, 5]
+    for ea, eb in zip(a["epochs"], b["epochs"], strict=True):
+        assert eb["loss"] == ea["loss"]  # bit for bit: the resumed epochs continue the same run
+        assert (eb["val_acc"], eb["test_acc"]) == (ea["val_acc"], ea["test_acc"])
