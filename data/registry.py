@@ -45,7 +45,7 @@ from gnnpipe.data.formats import FORMATS, Format
 from gnnpipe.data.formats.ogb import OGB_META, ogb_dir
 from gnnpipe.data.graph import Graph
 from gnnpipe.data.options import UNIVERSAL_OPTIONS, LoadOptions
-from gnnpipe.data.synthetic import GENERATOR_VERSION, synthetic_graph
+from gnnpipe.data.synthetic import GENERATOR_VERSION, check_synthetic_options, synthetic_graph
 from gnnpipe.errors import ConfigError, DataError
 
 __all__ = ["load_dataset", "load_from_config", "list_datasets", "list_formats", "load_path",
@@ -177,8 +177,10 @@ def _load_synthetic(options: dict[str, Any], use_cache: bool) -> Graph:
     try:
         bound = sig.bind(**options)
     except TypeError:
-        raise ConfigError(f"options: synthetic accepts {sorted(sig.parameters)}, found {sorted(options)}") from None
+        unknown = sorted(set(options) - set(sig.parameters))
+        raise ConfigError(f"options: synthetic accepts {sorted(sig.parameters)}, found unknown {unknown}") from None
     bound.apply_defaults()
+    check_synthetic_options(**bound.arguments)  # before the cache: a bad value is never a "cache miss"
     # Keyed by every resolved option and the generator's version (no source files).
     key_opts = {**bound.arguments, "generator_version": GENERATOR_VERSION}
     return cached_load("synthetic", key_opts, [], lambda: synthetic_graph(**options), use_cache=use_cache)

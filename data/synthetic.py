@@ -48,7 +48,7 @@ from gnnpipe.data.graph import Graph
 from gnnpipe.data.splits import fraction_split
 from gnnpipe.errors import DataError
 
-__all__ = ["synthetic_graph", "SYNTHETIC_DEFAULTS", "GENERATOR_VERSION"]
+__all__ = ["synthetic_graph", "check_synthetic_options", "SYNTHETIC_DEFAULTS", "GENERATOR_VERSION"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,30 @@ def _check(cond: bool, what: str, expected: str, found: Any) -> None:
         raise DataError(f"synthetic: {what} must be {expected}, found {found!r}")
 
 
+def check_synthetic_options(
+    num_nodes: Any, num_features: Any, num_classes: Any, avg_degree: Any, homophily: Any, degree_exponent: Any,
+    feature_signal: Any, feature_noise: Any, train_frac: Any, val_frac: Any, seed: Any, name: Any,
+) -> None:
+    """DataError (one line naming the option) for a value of the wrong type or range;
+    the registry calls it before the cache is looked at, :func:`synthetic_graph` too."""
+    _check(_is_int(num_nodes) and num_nodes >= 2, "num_nodes", "an integer >= 2", num_nodes)
+    _check(_is_int(num_features) and num_features >= 1, "num_features", "an integer >= 1", num_features)
+    _check(_is_int(num_classes) and 2 <= num_classes <= num_nodes, "num_classes",
+           f"an integer in [2, num_nodes={num_nodes}]", num_classes)
+    _check(_is_real(avg_degree) and 0 < avg_degree < num_nodes, "avg_degree", f"a number in (0, num_nodes={num_nodes})",
+           avg_degree)
+    _check(_is_real(homophily) and 0.0 <= homophily <= 1.0, "homophily", "a number in [0, 1]", homophily)
+    _check(_is_real(degree_exponent) and degree_exponent > 2.0, "degree_exponent", "a number > 2 (finite mean degree)",
+           degree_exponent)
+    _check(_is_real(feature_signal) and _is_real(feature_noise) and feature_signal >= 0 and feature_noise >= 0,
+           "feature_signal/feature_noise", "numbers >= 0", (feature_signal, feature_noise))
+    _check(_is_real(train_frac) and _is_real(val_frac) and 0 < train_frac and 0 <= val_frac
+           and train_frac + val_frac <= 1, "train_frac/val_frac",
+           "numbers with train_frac > 0, val_frac >= 0, sum <= 1", (train_frac, val_frac))
+    _check(_is_int(seed) and seed >= 0, "seed", "an integer >= 0", seed)
+    _check(isinstance(name, str), "name", "a string", name)
+
+
 def synthetic_graph(
     num_nodes: int = SYNTHETIC_DEFAULTS["num_nodes"],
     num_features: int = SYNTHETIC_DEFAULTS["num_features"],
@@ -104,22 +128,8 @@ def synthetic_graph(
 
     Shapes: features float32 [num_nodes, num_features]; labels int64 [num_nodes].
     """
-    _check(_is_int(num_nodes) and num_nodes >= 2, "num_nodes", "an integer >= 2", num_nodes)
-    _check(_is_int(num_features) and num_features >= 1, "num_features", "an integer >= 1", num_features)
-    _check(_is_int(num_classes) and 2 <= num_classes <= num_nodes, "num_classes",
-           f"an integer in [2, num_nodes={num_nodes}]", num_classes)
-    _check(_is_real(avg_degree) and 0 < avg_degree < num_nodes, "avg_degree", f"a number in (0, num_nodes={num_nodes})",
-           avg_degree)
-    _check(_is_real(homophily) and 0.0 <= homophily <= 1.0, "homophily", "a number in [0, 1]", homophily)
-    _check(_is_real(degree_exponent) and degree_exponent > 2.0, "degree_exponent", "a number > 2 (finite mean degree)",
-           degree_exponent)
-    _check(_is_real(feature_signal) and _is_real(feature_noise) and feature_signal >= 0 and feature_noise >= 0,
-           "feature_signal/feature_noise", "numbers >= 0", (feature_signal, feature_noise))
-    _check(_is_real(train_frac) and _is_real(val_frac) and 0 < train_frac and 0 <= val_frac
-           and train_frac + val_frac <= 1, "train_frac/val_frac",
-           "numbers with train_frac > 0, val_frac >= 0, sum <= 1", (train_frac, val_frac))
-    _check(_is_int(seed) and seed >= 0, "seed", "an integer >= 0", seed)
-    _check(isinstance(name, str), "name", "a string", name)
+    check_synthetic_options(num_nodes, num_features, num_classes, avg_degree, homophily, degree_exponent,
+                            feature_signal, feature_noise, train_frac, val_frac, seed, name)
     n, c = int(num_nodes), int(num_classes)
     rng = np.random.default_rng(seed)
 
