@@ -36,6 +36,12 @@ def _planetoid(tmp_path, **parts):
     return "planetoid", tmp_path, {"name": "tiny", "num_val": 4}
 
 
+def _planetoid_index(tmp_path, text):
+    fmt, root, options = _planetoid(tmp_path)
+    (root / "ind.tiny.test.index").write_text(text)
+    return fmt, root, options
+
+
 def _geom(tmp_path, **kw):
     return "geom-gcn", write_geom_gcn(tmp_path / "geom", **kw), {"train_per_class": 1, "val_per_class": 0}
 
@@ -66,11 +72,14 @@ CASES = {
     "hetero string features": (lambda t, o: _hetero(t, feats=np.array([["a", "b"]] * N)), "numeric features"),
     "hetero int masks": (lambda t, o: _hetero(t, train=split_masks(N, [0, 1]).astype(np.int64)), "bool mask"),
     "hetero float masks": (lambda t, o: _hetero(t, val=split_masks(N, [2]).astype(np.float32)), "bool mask"),
+    "hetero string masks": (lambda t, o: _hetero(t, test=np.array([["a"] * N] * 2)), "bool mask"),
     # SparseGraph .npz: CSR parts
     "sparse float labels": (lambda t, o: _sparse(t, labels=np.array([0.0, 1, 0, 1])), "integer class ids"),
     "sparse float adj ids": (lambda t, o: _sparse(t, adj_indices=RING.indices.astype(np.float64)), "integer ids"),
     "sparse string features": (lambda t, o: _sparse(t, with_attr=False, attr_matrix=np.array([["x"]] * 4)),
                                "numeric features"),
+    "sparse string attr_data": (lambda t, o: _sparse(t, attr_data=np.array(list("abcd"))), "numeric matrix entries"),
+    "sparse float indptr": (lambda t, o: _sparse(t, adj_indptr=RING.indptr.astype(np.float64)), "integer ids"),
     # GraphData .npz: pickled matrices
     "graphdata float labels": (lambda t, o: _graphdata(t, labels=np.array([0.0, 1, 0, 1])), "integer class ids"),
     "graphdata string labels": (lambda t, o: _graphdata(t, labels=np.array(list("abab"))), "integer class ids"),
@@ -84,8 +93,11 @@ CASES = {
                                   "integer ids"),
     "planetoid string neighbour": (lambda t, o: _planetoid(t, graph=defaultdict(list, {0: ["1"], 1: [0]})),
                                    "integer ids"),
+    "planetoid string features": (lambda t, o: _planetoid(t, allx=np.array([["a"] * 4] * 6)), "numeric features"),
+    "planetoid fractional test id": (lambda t, o: _planetoid_index(t, "9\n7.5\n8\n"), "integer vertex id"),
     # Geom-GCN text
     "geom fractional label": (lambda t, o: _geom(t, features="h\th\th\n0\t1,0\t0\n1\t0,1\t1.5\n"), "1.5"),
+    "geom fractional feature": (lambda t, o: _geom(t, features="h\th\th\n0\t1.5,0\t0\n1\t0,1\t1\n"), "1.5"),
     "geom fractional edge": (lambda t, o: _geom(t, edges="s\td\n0\t1\n1\t1.5\n"),
                              "expected a table of integers, found '1.5'"),
     # MUSAE csv + JSON
@@ -101,6 +113,8 @@ CASES = {
                              "integer class ids"),
     "ogb fractional edge": (lambda t, o: _ogb_gz(t, o, "raw/edge.csv.gz", "0,1\n1,2\n2,3\n3,0\n4,5\n5,6\n6,4\n0,4.5\n"),
                             "expected a table of integers, found '4.5'"),
+    "ogb text feature": (lambda t, o: _ogb_gz(t, o, "raw/node-feat.csv.gz", "a,b,c\n" * 7),
+                         "expected a table of numbers, found 'a'"),
     "ogb fractional split id": (lambda t, o: _ogb_gz(t, o, "split/time/valid.csv.gz", "3\n4.5\n"),
                                 "expected a table of integers, found '4.5'"),
 }
