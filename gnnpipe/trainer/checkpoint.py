@@ -17,7 +17,8 @@ layout, the dataset summary and the partition's digest. Every file is written th
 only after every shard is complete, so a crash in the middle of a write leaves the
 previous checkpoint loadable: a folder without a manifest, or whose shards do not
 match it, is not a checkpoint. After a new checkpoint is complete, older ones beyond
-the newest :data:`KEEP` are removed.
+the newest :data:`KEEP` are removed, and so is every incomplete one (a killed write's
+temporaries with it).
 
 Resume (``train.resume``) takes the newest complete checkpoint and refuses, with one
 ConfigError line saying what differs, one written by another model, dataset,
@@ -241,10 +242,14 @@ class Checkpointer:
                     out.size / 1e6, self.last_write["time_s"])
 
     def _prune(self, newest: int) -> None:
-        complete = sorted(int(m.group(1)) for p in self.root.iterdir()
-                          if p.is_dir() and (m := _DIR_RE.match(p.name)) and _complete(p) is not None)
-        keep = set(complete[-KEEP:]) | {newest}
+        """Remove the complete checkpoints older than the newest :data:`KEEP`, and every
+        incomplete one: every rank has passed ``newest``, so an incomplete folder (a
+        later epoch included) is a dead run's torn write, temporaries and all."""
+        complete = {int(m.group(1)) for p in self.root.iterdir()
+                    if p.is_dir() and (m := _DIR_RE.match(p.name)) and _complete(p) is not None}
+        keep = set(sorted(e for e in complete if e <= newest)[-KEEP:]) | {newest}
         for p in self.root.iterdir():
             m = _DIR_RE.match(p.name)
-            if p.is_dir() and m and int(m.group(1)) < newest and int(m.group(1)) not in keep:
+            epoch = int(m.group(1)) if m and p.is_dir() else None
+            if epoch is not None and epoch not in keep and (epoch < newest or epoch not in complete):
                 shutil.rmtree(p, ignore_errors=True)

@@ -117,3 +117,17 @@ def test_a_shard_that_does_not_match_its_digest_is_refused(tmp_path: Path) -> No
     res = _train([*args, "--resume"], tmp_path)
     assert res.returncode == 2
     assert "expected shard rank-00000.pt with sha256" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_torn_checkpoint_is_removed_by_the_next_checkpoint_even_a_later_epoch(tmp_path: Path) -> None:
+    """A write killed at epoch 6 leaves a folder without a manifest and a temporary; a
+    resumed run that ends at epoch 5 never writes epoch 6 again, and still removes it."""
+    args = BASE + MODES["single"] + ["--checkpoint-dir", "E"]
+    assert _train(args, tmp_path).returncode == 0
+    torn = tmp_path / "E" / "epoch-000006"
+    (torn / "manifest.json").unlink()
+    (torn / ".rank-00000.pt.host.999999999.abcdef.tmp").write_bytes(b"half a shard")
+    res = _train([*args, "--resume", "--epochs", "5"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (tmp_path / "E").iterdir()) == ["epoch-000004", "epoch-000005"]
+    assert not list((tmp_path / "E").rglob("*.tmp"))
