@@ -91,9 +91,14 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
 
     g = graph.remove_self_loops()
     dataset = graph_summary(graph)
-    job = Job(config=run_config, layout=layout, dataset=dataset,
+    checkpoint_dataset = None
+    if tc.checkpoint_dir:  # checkpoints name the dataset by its summary and a digest of its content
+        from gnnpipe.trainer.checkpoint import dataset_digest
+
+        checkpoint_dataset = {**dataset, "content_sha256": dataset_digest(graph)}
+    job = Job(config=run_config, layout=layout, dataset=dataset, checkpoint_dataset=checkpoint_dataset,
               self_loops_removed=int(graph.num_edges - g.num_edges), t_start=time.time(),
-              resume_from=_resume_point(run_config, layout, dataset),
+              resume_from=_resume_point(run_config, layout, checkpoint_dataset),
               startup={"process_start_unix_s": process_start_unix_s(), "load_s": load_s})
     if layout.mode == "single":
         record = _train_in_process(job, g)
@@ -112,7 +117,7 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
     return record
 
 
-def _resume_point(run_config: RunConfig, layout: Any, dataset: dict[str, Any]) -> str | None:
+def _resume_point(run_config: RunConfig, layout: Any, dataset: dict[str, Any] | None) -> str | None:
     """With ``train.resume``: the newest complete checkpoint, checked against this run
     (ConfigError naming what differs); None to start afresh."""
     from gnnpipe.trainer.checkpoint import check_compatible, find_latest

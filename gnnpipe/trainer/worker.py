@@ -45,6 +45,9 @@ class Job:
         config: the :class:`gnnpipe.config.RunConfig`.
         layout: its :class:`~gnnpipe.engine.layout.Layout`, validated.
         dataset: the record's dataset summary of the graph as loaded.
+        checkpoint_dataset: the dataset as checkpoints name it (the summary and
+            ``content_sha256``, :func:`~gnnpipe.trainer.checkpoint.dataset_digest`), or None
+            without checkpoints.
         self_loops_removed: how many self-loops the entry removed (layers add their own).
         t_start: wall-clock time (``time.time()``) at the entry, for ``wall_time_s``.
         resume_from: the checkpoint folder to continue from (checked against this run
@@ -58,6 +61,7 @@ class Job:
     dataset: dict[str, Any]
     self_loops_removed: int
     t_start: float
+    checkpoint_dataset: dict[str, Any] | None = None
     resume_from: str | None = None
     startup: dict[str, Any] = field(default_factory=dict)
 
@@ -69,7 +73,7 @@ def _checkpointing(job: Job, rank: int, device: torch.device, comm: Comm,
     tc = job.config.train
     if tc.checkpoint_dir is None:
         return None
-    header = {"config": job.config.to_dict(), "layout": job.layout.as_dict(), "dataset": job.dataset,
+    header = {"config": job.config.to_dict(), "layout": job.layout.as_dict(), "dataset": job.checkpoint_dataset,
               "partition_digest": partition_digest}
     return Checkpointer(tc.checkpoint_dir, tc.checkpoint_every, rank=rank, comm=comm, device=device, header=header)
 

@@ -131,3 +131,68 @@ def test_a_torn_checkpoint_is_removed_by_the_next_checkpoint_even_a_later_epoch(
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in (tmp_path / "E").iterdir()) == ["epoch-000004", "epoch-000005"]
     assert not list((tmp_path / "E").rglob("*.tmp"))
+
+
+def _edit_manifest(folder: Path, **changes) -> None:
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest.update(changes)
+    path.write_text(json.dumps(manifest))
+
+
+REFUSED = {  # another run than the checkpoint's -> the line that says what differs
+    "model": (["--model", "gcn"], "expected model.model='gcn' (this run), found 'gcnii'"),
+    "dataset options": (["--data-option", "num_nodes=301"],
+                        "expected data.options={'num_nodes': 301} (this run), found {'num_nodes': 300}"),
+    "partition method": (["--partition", "random"], "expected parallel.partition='random' (this run), found 'metis'"),
+    "world size": (["--workers", "3"], "expected parallel.chunks=12, parallel.workers=3 (this run), "
+                                       "found parallel.chunks=8, parallel.workers=2"),
+    "layout": (["--stage-split", "1,3"], "expected parallel.stage_split=[1, 3] (this run), found None"),
+    "mode": (["--mode", "hybrid", "--ways", "2"], "parallel.mode='hybrid', parallel.ways=2 (this run)"),
+}
+
+
+def test_resume_refuses_a_checkpoint_of_another_model_dataset_partition_layout_or_world_size(tmp_path: Path) -> None:
+    args = BASE[:-2] + MODES["pipeline"] + ["--epochs", "2", "--checkpoint-dir", "P"]
+    assert _train(args, tmp_path).returncode == 0
+    for what, (extra, needle) in REFUSED.items():
+        res = _train([*args, "--resume", *extra], tmp_path)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1, (what, res.stderr)
+        assert lines[0].startswith("error: checkpoint 'P/epoch-000002': ") and needle in lines[0], (what, lines)
+    # The same flags, but the checkpoint was written over another partition or dataset content.
+    folder = tmp_path / "P" / "epoch-000002"
+    saved = json.loads((folder / "manifest.json").read_text())
+    _edit_manifest(folder, partition_digest="0" * 64)
+    res = _train([*args, "--resume"], tmp_path)
+    assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].endswith("(this run), found 000000000000")
+    assert "expected partition " in res.stderr
+    _edit_manifest(folder, partition_digest=saved["partition_digest"],
+                   dataset={**saved["dataset"], "content_sha256": "0" * 16})
+    res = _train([*args, "--resume"], tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"error: checkpoint 'P/epoch-000002': expected dataset content_sha256="
+        f"{saved['dataset']['content_sha256']!r} (this run), found '{'0' * 16}'"]
+
+
+def test_a_dataset_file_changed_under_the_same_name_and_sizes_is_another_dataset(tmp_path: Path) -> None:
+    """Same vertex, edge, class and split counts, other labels: refused by the content digest."""
+    import numpy as np
+
+    from tests.data.writers import split_masks, write_hetero
+
+    n = 40
+    edges = np.array([[i, (i + 1) % n] for i in range(n)])
+    masks = {"train": split_masks(n, list(range(10))), "val": split_masks(n, list(range(10, 20))),
+             "test": split_masks(n, list(range(20, 40)))}
+    labels = np.arange(n) % 2
+    write_hetero(tmp_path / "g.npz", n=n, edges=edges, labels=labels, **masks)
+    args = ["--dataset", "heterophilous", "--data-root", str(tmp_path / "g.npz"), "--model", "gcn", "--layers", "2",
+            "--hidden", "4", "--epochs", "2", "--mode", "single", "--log-level", "WARNING", "--checkpoint-dir", "G"]
+    assert _train(args, tmp_path).returncode == 0
+    write_hetero(tmp_path / "g.npz", n=n, edges=edges, labels=1 - labels, **masks)
+    res = _train([*args, "--resume"], tmp_path)
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("error: checkpoint 'G/epoch-000002': expected dataset content_sha256=")
