@@ -196,3 +196,41 @@ def test_a_dataset_file_changed_under_the_same_name_and_sizes_is_another_dataset
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("error: checkpoint 'G/epoch-000002': expected dataset content_sha256=")
+
+
+@pytest.mark.parametrize("mode", ["single", "pipeline"])
+def test_a_run_interrupted_by_ctrl_c_and_resumed_equals_the_uninterrupted_one(mode: str, tmp_path: Path) -> None:
+    """SIGINT to the run's process group (Ctrl-C) while one rank is in epoch 5, after
+    the epoch-4 checkpoint: exit 130 with one line, and the resume ends as the whole run."""
+    import signal
+    import time
+
+    args = BASE + MODES[mode]
+    whole = _train(args + ["--checkpoint-dir", "A", "--json-out", "a.json"], tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    mark = tmp_path / "mark"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GNNPIPE_CACHE_DIR": str(tmp_path / "cache"),
+           "GNNPIPE_TEST_FAIL_RANK": "0", "GNNPIPE_TEST_FAIL_EPOCH": "5", "GNNPIPE_TEST_FAIL_HOW": "compute",
+           "GNNPIPE_TEST_FAIL_SECONDS": "30", "GNNPIPE_TEST_FAIL_MARK": str(mark)}
+    proc = subprocess.Popen([sys.executable, "-m", "gnnpipe.train", *args, "--checkpoint-dir", "B", "--json-out",
+                             "b.json"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert mark.exists(), "the run never reached epoch 5"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert [ln for ln in err.splitlines() if "test hook" not in ln] == ["error: interrupted"]
+    assert sorted(p.name for p in (tmp_path / "B").iterdir()) == ["epoch-000002", "epoch-000004"]
+    resumed = _train(args + ["--checkpoint-dir", "B", "--json-out", "b.json", "--resume"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert _untimed(a) == _untimed(b)
+    _assert_same_tensors(_final_state(tmp_path / "A"), _final_state(tmp_path / "B"))
