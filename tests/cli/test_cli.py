@@ -152,6 +152,23 @@ def test_json_out_that_cannot_be_written_is_refused_before_training(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing created
 
 
+@pytest.mark.dist
+def test_a_diverged_pipeline_run_exits_3_with_a_line_naming_the_epoch_and_stage(tmp_path):
+    """The issue's case: lr 1e6 on GCNII-8 turns the loss NaN; the run stops there."""
+    out = tmp_path / "rec.json"
+    proc = _run(["--mode", "pipeline", "--workers", "2", "--data-option", "num_nodes=300", "--model", "gcnii",
+                 "--layers", "8", "--hidden", "16", "--lr", "1e6", "--epochs", "20", "--json-out", str(out),
+                 "--log-level", "ERROR"], tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    rec = json.loads(out.read_text())
+    check_record(rec)
+    diverged = rec["summary"]["diverged"]
+    assert diverged is not None and diverged["where"].startswith("stage ") and rec["summary"]["final_loss"] is None
+    assert diverged["epoch"] == len(rec["epochs"]) < 20  # stopped at the epoch that diverged
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: training diverged at epoch {diverged['epoch']} ({diverged['where']}): {diverged['what']}")
+
+
 def test_default_layout_runs_distributed_and_one_record_is_written(tmp_path):
     from gnnpipe.config import DEFAULT_LAYOUT
 

@@ -106,3 +106,22 @@ def test_float64_run(graph):
     assert all(e["loss"] is not None for e in rec["epochs"])
 
 
+
+
+def test_a_gradient_that_turns_infinite_ends_the_run_as_diverged(graph, monkeypatch):
+    """The loss stays finite; one parameter's gradient is made infinite at epoch 3."""
+    from gnnpipe.engine.single_mode import SingleRunner
+
+    real = SingleRunner.train_epoch
+
+    def train_epoch(self, e):
+        stats = real(self, e)
+        if e + 1 == 3:
+            next(iter(self.owned_parameters().values())).grad.fill_(float("inf"))
+        return stats
+
+    monkeypatch.setattr(SingleRunner, "train_epoch", train_epoch)
+    rec = api.run(_cfg(epochs=10), graph)
+    check_record(rec)
+    assert rec["summary"]["diverged"] == {"epoch": 3, "where": "the model", "what": "a gradient is not finite"}
+    assert len(rec["epochs"]) == 3 and rec["epochs"][-1]["loss"] is not None
