@@ -152,6 +152,21 @@ def test_torchrun_env_reads_the_env_variables_and_is_none_without_them(clean_env
     assert torchrun_env() == TorchrunEnv(5, 8, 5, 8)
 
 
+def test_a_stuck_rank_is_named_after_at_most_60_s_by_default(monkeypatch) -> None:
+    """The stall timeout (and the transfer timeout that backs it) default to 60 s;
+    the stuck-worker tests above shorten them, this keeps the default honest."""
+    from gnnpipe.engine.environment import DIST_TIMEOUT, STALL_TIMEOUT, dist_timeout_s, stall_timeout_s
+
+    monkeypatch.delenv(STALL_TIMEOUT, raising=False)
+    monkeypatch.delenv(DIST_TIMEOUT, raising=False)
+    assert stall_timeout_s() <= 60 and dist_timeout_s() <= 60
+    monkeypatch.setenv(STALL_TIMEOUT, "5")
+    assert stall_timeout_s() == 5.0
+    monkeypatch.setenv(STALL_TIMEOUT, "0")
+    with pytest.raises(ConfigError, match=r"^GNNPIPE_STALL_TIMEOUT_S: expected a finite value > 0, found '0'"):
+        stall_timeout_s()
+
+
 def test_a_worker_of_the_local_launcher_is_not_a_torchrun_launch(clean_env) -> None:
     from gnnpipe.engine.environment import torchrun_env
 
