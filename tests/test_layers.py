@@ -18,6 +18,7 @@ LAYERS = (
     ("gnnpipe.kernels",),
     ("gnnpipe.models",),
     ("gnnpipe.engine",),
+    ("gnnpipe.plan",),
     ("gnnpipe.trainer",),
     ("gnnpipe.api", "gnnpipe.cli", "gnnpipe.train", "gnnpipe.__main__"),
 )

@@ -1,0 +1,250 @@
+"""A short measurement of this machine: the :class:`HardwareProfile` of one worker.
+
+A few seconds in all: a dense matmul, one aggregation of a chunk through
+:class:`gnnpipe.kernels.ChunkOps`, a row gather, one real layer of each model kind
+(whose time beyond its matmul and aggregation is the layer's per-row elementwise
+cost), the input projection (dense, and CSR when the features are sparse), a tiny
+layer call (the fixed cost of one call), and the link between two processes (gloo
+ping-pong; skipped when the link is given). Each kernel runs forward + backward; the
+median of a few repeats is kept, because runs on a loaded machine are slow the same
+way. Memory: the saved-for-backward values of one layer of each kind are counted
+exactly with ``torch.autograd.graph.saved_tensors_hooks``; ``runtime_bytes`` is this
+process's resident size with torch loaded, plus the worker overhead fitted in
+:data:`WORKER_OVERHEAD_BYTES`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import tempfile
+import time
+from typing import Any, Callable
+
+import torch
+
+from gnnpipe.plan.inputs import HardwareProfile
+
+__all__ = ["calibrate", "WORKER_OVERHEAD_BYTES"]
+
+logger = logging.getLogger(__name__)
+
+#: A training worker's resident memory beyond a bare ``import torch, gnnpipe`` process
+#: (gloo, its threads, the allocator's slack, Python objects of the run), CPU only.
+#: Fitted against the peaks of bench/results/modes-dense and memory_50k (see
+#: :mod:`gnnpipe.plan.costs`).
+WORKER_OVERHEAD_BYTES = 150 * 2**20
+#: A bare worker's resident size (torch and gnnpipe imported) when the link, and with
+#: it the twin processes that measure it, is given instead of measured.
+DEFAULT_RSS_BYTES = 380 * 2**20
+
+KINDS = ("gcn", "sage", "gcnii", "resgcn+")
+#: Layers timed in a row per kind (their mean is one layer's cost).
+STACK = 4
+
+
+def _median_time(fn: Callable[[], Any], repeats: int = 5) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 400 * 2**20
+
+
+def _mem_total_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 16 * 2**30
+
+
+def _plan(num_nodes: int, avg_degree: float, seed: int = 0) -> Any:
+    from gnnpipe.data.synthetic import synthetic_graph
+    from gnnpipe.partition import whole_graph_plan
+
+    g = synthetic_graph(num_nodes=num_nodes, num_features=8, avg_degree=avg_degree, seed=seed).remove_self_loops()
+    return whole_graph_plan(g)
+
+
+def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device) -> tuple[float, float]:
+    """(seconds of one forward + backward of one ``kind`` layer on ``ops``'s chunk, as
+    the mean over a stack of :data:`STACK` layers run as a model runs them; values
+    saved for backward per (row x width) of one layer)."""
+    from gnnpipe.models import build_model
+
+    model = build_model({"model": kind, "layers": STACK + 2, "hidden": hidden, "dropout": 0.5}, 8, 4).to(dev)
+    stack = list(model.layers[1:STACK + 1])
+    x = torch.randn(n, hidden, device=dev, requires_grad=True)
+    h0 = torch.randn(n, hidden, device=dev, requires_grad=True) if stack[0].needs_h0 else None
+    g = torch.randn(n, hidden, device=dev)
+
+    def step() -> None:
+        h = x
+        for layer in stack:
+            h = layer(h, ops, h0)
+        h.backward(g)
+
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.numel() > 1 and t.untyped_storage().data_ptr() not in (x.data_ptr(), getattr(h0, "data_ptr", int)()):
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = stack[0](x, ops, h0)
+    del out
+    saved = sum(seen.values()) / (4.0 * n * hidden)
+    return _median_time(step, 3) / STACK, saved
+
+
+def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
+    """Measured in two fresh processes (workers' twins): ``(link bytes/s, latency s,
+    contention, a bare worker's resident bytes)``: a gloo ping-pong, then a compute
+    kernel timed on one process alone and on both at once (``contention`` = both /
+    alone: what sharing the node's cores and memory bandwidth costs each worker)."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_ping, args=(r, os.path.join(tmp, "store"), bytes_big, q)) for r in (0, 1)]
+        for p in procs:
+            p.start()
+        result = q.get(timeout=120)
+        for p in procs:
+            p.join(timeout=30)
+    return result
+
+
+def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cover - child process
+    import torch.distributed as dist
+
+    import gnnpipe.plan  # noqa: F401 - a worker's imports, for its resident size
+
+    rss = _rss_bytes()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    small, big = torch.zeros(1), torch.zeros(nbytes // 4)
+
+    def pingpong(t: torch.Tensor, reps: int) -> float:
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            if rank == 0:
+                dist.send(t, 1)
+                dist.recv(t, 1)
+            else:
+                dist.recv(t, 0)
+                dist.send(t, 0)
+        return (time.perf_counter() - t0) / (2 * reps)
+
+    pingpong(big, 2)
+    lat = pingpong(small, 50)
+    one_way = pingpong(big, 8)
+    a, w = torch.randn(8192, 100), torch.randn(100, 100)
+    idx = torch.randint(0, 8192, (16384,))
+
+    def kernel() -> None:
+        for _ in range(4):
+            (a @ w).index_select(0, idx).relu_().sum()
+
+    dist.barrier()
+    alone = _median_time(kernel, 5) if rank == 0 else 0.0
+    dist.barrier()
+    both = _median_time(kernel, 5)
+    if rank == 0:
+        q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: float = 1.0,
+              workers: int = 2, link: tuple[float, float] | None = None,
+              device_memory_bytes: int | None = None, device: str = "cpu",
+              kinds: tuple[str, ...] = KINDS) -> HardwareProfile:
+    """Measure this machine (a few seconds) at one worker's share of the cores.
+
+    ``link``: (bytes/s, latency s) to use instead of measuring it. Rates are per
+    forward unit, forward + backward timed (module docstring)."""
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.models.model import InputProjection
+
+    dev = torch.device(device)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = max(1, cores // max(int(workers), 1))
+    before = torch.get_num_threads()
+    h = int(hidden)
+    plan = _plan(20000, 16.0)
+    ops = ChunkOps.build(plan, device=dev)
+    n, e = plan.num_own, int(plan.indices.numel())
+    tiny_ops = ChunkOps.build(_plan(64, 4.0, seed=1), device=dev)
+    figures: dict[str, Any] = {}
+    try:
+        torch.set_num_threads(threads)
+        a = torch.randn(n, h, device=dev, requires_grad=True)
+        w = torch.randn(h, h, device=dev, requires_grad=True)
+        g = torch.randn(n, h, device=dev)
+        figures["matmul_s_per_flop"] = _median_time(lambda: (a @ w).backward(g)) / (2.0 * n * h * h)
+        figures["aggregate_s_per_edge_row"] = _median_time(
+            lambda: ops.aggregate(a, "gcn").backward(g)) / (e * h)
+        idx = torch.randint(0, n, (n,), device=dev)
+        buf = torch.randn(n, h, device=dev)
+        figures["gather_s_per_byte"] = _median_time(
+            lambda: buf.index_add_(0, idx, buf[idx])) / (2.0 * n * h * 4)
+        rows, saved, one_thread = {}, {}, {}
+        for kind in kinds:
+            t, saved[kind] = _layer_figures(kind, h, ops, n, dev)
+            one_thread[kind] = t
+            mm = (2 if kind in ("sage", "resgcn+") else 1) * 2.0 * n * h * h * figures["matmul_s_per_flop"]
+            agg = e * h * figures["aggregate_s_per_edge_row"]
+            rows[kind] = max(t - mm - agg, 0.05 * t) / (n * h)
+        small = [_layer_figures(k, h, tiny_ops, 64, dev)[0] for k in kinds]
+        figures["call_overhead_s"] = statistics.median(small)
+        f, m = int(num_features), 4096
+        proj = InputProjection(f, h, dropout=0.5).to(dev)
+        x = torch.randn(m, f, device=dev)
+        gm = torch.randn(m, h, device=dev)
+        figures["encode_s_per_flop"] = _median_time(lambda: proj(x).backward(gm), 3) / (2.0 * m * f * h)
+        from gnnpipe.data.sparse import SparseFeatures
+
+        dens = min(max(float(feature_density), 1e-3), 1.0)
+        xs = SparseFeatures.from_dense((torch.rand(m, f) < dens).float()).to(dev)
+        figures["sparse_encode_s_per_nnz_col"] = _median_time(
+            lambda: proj(xs).backward(gm), 3) / (max(xs.nnz, 1) * h)
+        torch.set_num_threads(cores)
+        all_cores = statistics.median(_layer_figures(k, h, ops, n, dev)[0] for k in kinds[:2])
+        speedup = statistics.median(one_thread[k] for k in kinds[:2]) / all_cores
+    finally:
+        torch.set_num_threads(before)
+    bw, lat, contention, rss = (*link, 1.0, DEFAULT_RSS_BYTES) if link is not None else _link()
+    runtime = rss + WORKER_OVERHEAD_BYTES
+    total = device_memory_bytes
+    if total is None:
+        total = (torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda"
+                 else _mem_total_bytes())
+    profile = HardwareProfile(
+        device=dev.type, threads=threads, device_memory_bytes=int(total), link_bytes_per_s=float(bw),
+        link_latency_s=float(lat), runtime_bytes=int(runtime) if dev.type == "cpu" else 0,
+        single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu", layer_row_s_per_value=rows, saved_values_per_row=saved,
+        source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f})", **figures)
+    logger.info("calibrated: %s", profile)
+    return profile

@@ -1,0 +1,317 @@
+"""The cost model: predicted epoch time and peak memory of one worker of a layout.
+
+Time (seconds, one training epoch, evaluation excluded), from the work each worker
+does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
+
+* a layer on a chunk: its dense matmul(s) (``2 n d_in d_out`` FLOPs), one
+  aggregation (``edges x d_in``), its elementwise rest (``n x d_out``, per model
+  kind), one call's fixed cost; in the chunked modes also the gather of its
+  ``own + halo`` input rows and the scatter of their gradients;
+* ``single``: encode + L layers + classifier + Adam step, over all rows, at all cores
+  (``single_speedup``);
+* the chunked modes' compute is scaled by ``contention`` (the measured slow-down of
+  each of the node's workers computing at once);
+* ``graph``: the slowest worker's own rows (its encode also covers its halo rows,
+  X being replicated), plus the halo exchange of layers 2..L forward and backward
+  (``latency x peers + bytes / bandwidth`` each) and the weight all-reduce (ring);
+* ``pipeline``/``hybrid``: per stage the sum over its way's chunks; the epoch is the
+  stage-0 encode (forward at the start, backward at the end: nothing else can run
+  then) + the slowest stage's total + one chunk of each other stage (fill and drain:
+  the ``(S-1)/(C+S-1)`` share when balanced) + the fill/drain transfers and a latency
+  per chunk receive; hybrid adds the per-step halo exchange between ways and the
+  all-reduce over the ways. ``bubble = epoch - compute - comm``.
+
+Memory (bytes, the largest worker): the runtime (``runtime_bytes``), the graph's CSR
+and features (every worker holds them), the chunk operators it owns, parameters with
+their gradient and Adam state, and activations: single and graph mode keep what
+autograd saves for L layers (``saved_values_per_row``, counted exactly by the
+calibration) over their rows (graph: own + halo); a stage keeps ``B_l`` and ``G_l``
+(and the snapshot when R > 1) over its way's rows for each buffered layer, ``h0``
+(GCNII) and its gradient, and the saved values of every chunk between its forward and
+its backward; plus :data:`TRANSIENT_ROWS` rows of width H in flight.
+
+What it leaves out: the allocator's fragmentation and caching (CUDA) and the
+interpreter's growth (CPU, folded into the calibrated constants), evaluation's
+buffers (evaluation runs after the step and is not in the epoch time), contention
+between workers for shared cores or memory bandwidth beyond the measured rates,
+partition imbalance of the stage splits (every chunk of a way is taken at its own
+size), overlap of transfers with compute (transfers are counted in full), and
+message sizes below the latency (one latency each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gnnpipe.plan.inputs import GraphStats, HardwareProfile
+
+__all__ = ["ModelShape", "TimeParts", "predict_time", "predict_memory", "TRANSIENT_ROWS", "layer_costs"]
+
+#: Rows of width H (times the rows a worker computes at once) alive besides the saved
+#: activations at the peak: the output gradient, the input gradient and the
+#: temporaries of one layer's backward. Fitted against bench/results memory records.
+TRANSIENT_ROWS = 4.0
+_E = 4  # bytes per float32 value
+#: Bytes of the optimizer state per parameter: value, gradient, Adam's two moments.
+_PARAM_BYTES = 4 * _E
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The figures of a model the costs need.
+
+    Shapes: ``dims`` L+1 widths (``dims[l-1]`` the input of layer l);
+    ``layer_params[l-1]`` parameters of layer l.
+    """
+
+    kind: str
+    dims: tuple[int, ...]
+    hidden: int
+    num_features: int
+    num_classes: int
+    input_proj: bool
+    classifier: bool
+    needs_h0: bool
+    h0_dim: int
+    layer_params: tuple[int, ...]
+    encode_params: int
+    decode_params: int
+    model: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def layers(self) -> int:
+        return len(self.dims) - 1
+
+    @property
+    def num_params(self) -> int:
+        return sum(self.layer_params) + self.encode_params + self.decode_params
+
+    @classmethod
+    def of(cls, model_config: Any, num_features: int, num_classes: int) -> "ModelShape":
+        """Built from the real model (:func:`gnnpipe.models.build_model`), so widths
+        and parameter counts are the run's own."""
+        from gnnpipe.models import build_model
+
+        m = build_model(model_config, int(num_features), int(num_classes))
+        count = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
+        return cls(kind=str(m.model_name), dims=tuple(int(d) for d in m.layer_dims),
+                   hidden=int(getattr(model_config, "hidden", 64)), num_features=int(num_features),
+                   num_classes=int(num_classes), input_proj=m.encode.linear is not None,
+                   classifier=getattr(m.decode, "linear", None) is not None, needs_h0=bool(m.needs_h0),
+                   h0_dim=int(m.h0_dim), layer_params=tuple(count(layer) for layer in m.layers),
+                   encode_params=count(m.encode), decode_params=count(m.decode), model=m)
+
+
+@dataclass(frozen=True)
+class TimeParts:
+    """Predicted seconds of one epoch: ``epoch_s = compute_s + comm_s + bubble_s``."""
+
+    epoch_s: float
+    compute_s: float
+    comm_s: float
+    bubble_s: float
+
+
+# -------------------------------------------------------------------- kernels
+def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float, local: float,
+             chunked: bool) -> float:
+    """One forward + backward of layer ``l`` (1-based) on ``own`` rows reading
+    ``local`` rows over ``edges`` in-edges."""
+    d_in, d_out = m.dims[l - 1], m.dims[l]
+    mats = 2 if m.kind in ("sage", "resgcn+") else (0 if m.kind == "mlp" else 1)
+    t = max(mats, 1) * 2.0 * own * d_in * d_out * p.matmul_s_per_flop
+    if m.kind != "mlp":
+        t += edges * d_in * p.aggregate_s_per_edge_row
+    t += own * d_out * p.row_cost(m.kind) + p.call_overhead_s
+    if chunked:
+        t += local * d_in * _E * p.gather_s_per_byte
+    return t
+
+
+def _encode_s(p: HardwareProfile, m: ModelShape, g: GraphStats, rows: float) -> float:
+    if not m.input_proj:
+        return 0.0
+    if g.sparse_features:
+        return rows * g.num_features * g.feature_density * m.hidden * p.sparse_encode_s_per_nnz_col
+    return 2.0 * rows * g.num_features * m.hidden * p.encode_s_per_flop
+
+
+def _decode_s(p: HardwareProfile, m: ModelShape, rows: float) -> float:
+    t = rows * m.num_classes * p.row_cost(m.kind)
+    if m.classifier:
+        t += 2.0 * rows * m.dims[-1] * m.num_classes * p.matmul_s_per_flop
+    return t
+
+
+def _step_s(p: HardwareProfile, params: int) -> float:
+    return 12.0 * params * _E * p.gather_s_per_byte
+
+
+def _msg_s(p: HardwareProfile, nbytes: float) -> float:
+    return p.link_latency_s + nbytes / p.link_bytes_per_s
+
+
+def _allreduce_s(p: HardwareProfile, ranks: int, params: int) -> float:
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) * p.link_latency_s + 2.0 * (ranks - 1) / ranks * params * _E / p.link_bytes_per_s
+
+
+def _ranges(split: tuple[int, ...]) -> list[tuple[int, int]]:
+    out, a = [], 0
+    for n in split:
+        out.append((a + 1, a + int(n)))  # 1-based inclusive layer range
+        a += int(n)
+    return out
+
+
+def _stage_params(m: ModelShape, split: tuple[int, ...], s: int) -> int:
+    a, b = _ranges(split)[s]
+    n = sum(m.layer_params[a - 1:b])
+    return n + (m.encode_params if s == 0 else 0) + (m.decode_params if s == len(split) - 1 else 0)
+
+
+# ---------------------------------------------------------------------- time
+def layer_costs(p: HardwareProfile, m: ModelShape, g: GraphStats, chunks: int) -> tuple[list[float], float, float]:
+    """``(seconds of each layer over all C chunks, the stage-0 encode, the last
+    stage's classifier and loss over all chunks)`` of one way (W = 1): what a
+    cost-balanced stage split evens out."""
+    cut = g.cut(chunks)
+    parts = [(cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k])
+             for k in range(cut.num_parts)]
+    per_layer = [sum(_layer_s(p, m, l, own, e, loc, True) for own, e, loc in parts)
+                 for l in range(1, m.layers + 1)]
+    return per_layer, _encode_s(p, m, g, g.num_nodes), sum(_decode_s(p, m, own) for own, _e, _l in parts)
+
+
+def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str, workers: int, ways: int,
+                 stages: int, chunks: int, split: tuple[int, ...], way_halo_rows: float = 0.0) -> TimeParts:
+    """Predicted :class:`TimeParts` of one epoch of the layout (module docstring).
+    ``way_halo_rows``: hybrid's ``M_W`` (rows sent between ways per layer)."""
+    n, e, L = g.num_nodes, g.num_edges, m.layers
+    if mode == "single":
+        c = (_encode_s(p, m, g, n) + sum(_layer_s(p, m, l, n, e, n, False) for l in range(1, L + 1))
+             + _decode_s(p, m, n) + _step_s(p, m.num_params)) / max(p.single_speedup, 1.0)
+        return TimeParts(c, c, 0.0, 0.0)
+    if mode == "graph":
+        cut = g.cut(workers)
+        comp, comm = [], []
+        for q in range(workers):
+            own, ed, halo = cut.part_rows[q], cut.part_in_edges[q], cut.halo_rows[q]
+            t = _encode_s(p, m, g, own + halo) + _decode_s(p, m, own) + _step_s(p, m.num_params)
+            t += sum(_layer_s(p, m, l, own, ed, own + halo, l >= 2) for l in range(1, L + 1))
+            comp.append(t * p.contention)
+            peers = workers - 1
+            comm.append(sum(2 * (peers * p.link_latency_s + halo * m.dims[l - 1] * _E / p.link_bytes_per_s)
+                            for l in range(2, L + 1)) + _allreduce_s(p, workers, m.num_params))
+        c, w = max(comp), max(comm)
+        return TimeParts(c + w, c, w, 0.0)
+    cut = g.cut(chunks)
+    from gnnpipe.engine.schedule import way_blocks
+
+    blocks = way_blocks(chunks, ways)
+    ranges = _ranges(split)
+    worst_epoch, worst = 0.0, (0.0, 0.0)
+    for blk in blocks:
+        way_rows = sum(cut.part_rows[k] for k in blk)
+        totals = []
+        for s, (a, b) in enumerate(ranges):
+            t = 0.0
+            for k in blk:
+                own, ed, loc = cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k]
+                t += sum(_layer_s(p, m, l, own, ed, loc, True) for l in range(a, b + 1))
+                if s == stages - 1:
+                    t += _decode_s(p, m, own)
+            totals.append((t + _step_s(p, _stage_params(m, split, s))) * p.contention)
+        enc_rows = n if ways == 1 else way_rows + way_halo_rows / ways
+        enc = _encode_s(p, m, g, enc_rows) * p.contention
+        nk = len(blk)
+        slow = max(range(stages), key=lambda s: totals[s])
+        fill = sum(totals[s] / nk for s in range(stages) if s != slow)
+        comm = 0.0
+        if stages > 1:
+            width = m.dims[ranges[0][1]] + (m.h0_dim if m.needs_h0 else 0)
+            comm += 2 * (stages - 1) * _msg_s(p, way_rows / nk * width * _E) + 2 * nk * p.link_latency_s
+        if ways > 1:
+            per_step = sum(2 * _msg_s(p, way_halo_rows / ways / nk * m.dims[l - 1] * _E)
+                           for s, (a, b) in enumerate(ranges) for l in range(max(a, 2), b + 1))
+            comm += nk * per_step / stages + max(_allreduce_s(p, ways, _stage_params(m, split, s))
+                                                 for s in range(stages))
+        comm += p.link_latency_s  # the loss all-reduce
+        epoch = enc + totals[slow] + fill + comm
+        compute = max(totals[s] + (enc if s == 0 else 0.0) for s in range(stages))
+        if epoch > worst_epoch:
+            worst_epoch, worst = epoch, (compute, comm)
+    compute, comm = worst
+    return TimeParts(worst_epoch, compute, comm, max(worst_epoch - compute - comm, 0.0))
+
+
+# -------------------------------------------------------------------- memory
+def _feature_bytes(g: GraphStats, rows: float) -> float:
+    if g.sparse_features:
+        return 12.0 * rows * g.num_features * g.feature_density + 8.0 * rows
+    return float(_E) * rows * g.num_features
+
+
+def _common_bytes(p: HardwareProfile, g: GraphStats) -> float:
+    """The runtime, plus, where workers compute in host memory (CPU: ``shared_memory``),
+    the whole graph and its features, which every worker process holds. On a device
+    only the rows it works on are there (counted with its chunks and encode)."""
+    if not p.shared_memory:
+        return float(p.runtime_bytes)
+    return p.runtime_bytes + 8.0 * (g.num_nodes + 1) + 16.0 * g.num_edges + _feature_bytes(g, g.num_nodes)
+
+
+def _ops_bytes(edges: float, rows: float) -> float:
+    return 24.0 * edges + 16.0 * rows
+
+
+def _encode_bytes(p: HardwareProfile, m: ModelShape, g: GraphStats, rows: float) -> float:
+    """The features of the rows a worker encodes (on a device) and the encode's own
+    buffers: the dropped-out copy of X with its mask, h0 and its gradient."""
+    out = 0.0 if p.shared_memory else _feature_bytes(g, rows)
+    if not m.input_proj:
+        return out
+    values = rows * g.num_features * (g.feature_density if g.sparse_features else 1.0)
+    return out + values * (_E + 1) + 2.0 * rows * m.hidden * _E
+
+
+def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str, workers: int, ways: int,
+                   stages: int, chunks: int, split: tuple[int, ...], way_halo_rows: float = 0.0,
+                   snapshot_period: int = 23) -> int:
+    """Predicted peak bytes of the largest worker of the layout (module docstring)."""
+    n, L, H = g.num_nodes, m.layers, m.hidden
+    saved = p.saved(m.kind)
+    base = _common_bytes(p, g)
+    if mode in ("single", "graph"):
+        if mode == "single":
+            own, local, edges = float(n), float(n), float(g.num_edges)
+        else:
+            cut = g.cut(workers)
+            q = max(range(workers), key=lambda i: cut.part_rows[i] + cut.halo_rows[i])
+            own, local, edges = cut.part_rows[q], cut.part_rows[q] + cut.halo_rows[q], cut.part_in_edges[q]
+        acts = sum(saved * own * m.dims[l] * _E for l in range(1, L + 1))
+        if mode == "graph":
+            acts += sum(local * m.dims[l - 1] * _E for l in range(2, L + 1))
+        peak = (base + _ops_bytes(edges, local) + _PARAM_BYTES * m.num_params + _encode_bytes(p, m, g, local)
+                + acts + TRANSIENT_ROWS * local * H * _E)
+        return int(peak)
+    cut = g.cut(chunks)
+    copies = 2 + (1 if snapshot_period > 1 else 0)
+    own_rows = n / ways
+    rows = n if ways == 1 else own_rows + way_halo_rows / ways
+    big = max(cut.part_rows[k] + cut.halo_rows[k] for k in range(cut.num_parts))
+    ops = _ops_bytes(g.num_edges / ways, rows)
+    best = 0.0
+    for s, (a, b) in enumerate(_ranges(split)):
+        bufs = sum(copies * rows * m.dims[l - 1] * _E for l in range(max(a, 2), b + 1))
+        acts = sum(saved * own_rows * m.dims[l] * _E for l in range(a, b + 1))
+        h0 = 2.0 * rows * m.h0_dim * _E if m.needs_h0 else 0.0
+        extra = _encode_bytes(p, m, g, rows) if s == 0 else 0.0
+        if s == stages - 1:
+            extra += 2.0 * rows * m.num_classes * _E
+        peak = (base + ops + _PARAM_BYTES * _stage_params(m, split, s) + bufs + acts + h0 + extra
+                + TRANSIENT_ROWS * big * H * _E)
+        best = max(best, peak)
+    return int(best)

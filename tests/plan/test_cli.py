@@ -1,0 +1,46 @@
+"""``python -m gnnpipe.plan``: the statistics-only table, JSON, and exit 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gnnpipe.plan.cli import main
+
+STATS = ["--num-nodes", "100000", "--num-edges", "2000000", "--features", "64", "--classes", "10",
+         "--edge-cut-fraction", "0.1", "--flops", "1e12", "--link-gbps", "10", "--device-memory-gb", "16",
+         "--layers", "8", "--hidden", "32", "--workers", "4"]
+
+
+def test_statistics_only_table_marks_the_chosen_layout_and_says_prediction(capsys):
+    assert main(STATS) == 0
+    out = capsys.readouterr().out
+    assert "PREDICTIONS" in out and "halos estimated" in out
+    assert sum(line.startswith("*") for line in out.splitlines()) == 1
+    assert "chosen:" in out
+
+
+def test_json_output_is_the_plan(capsys):
+    assert main([*STATS, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["chosen"]["fits"] is True
+    times = [c["predicted_epoch_s"] for c in plan["candidates"]]
+    assert times == sorted(times)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--num-nodes", "10"],                                   # statistics incomplete
+    [*STATS, "--workers", "0"],
+    [*STATS, "--dataset", "cora"],                           # both a dataset and statistics
+    [*STATS[:-2], "--workers", "x"],
+    ["--num-nodes", "-5", "--num-edges", "1", "--features", "1", "--classes", "2", "--flops", "1e9"],
+    [*STATS, "--edge-cut-fraction", "1.5"],
+    [*STATS[:12], "--profile", "/nonexistent/profile.json"],
+    ["--no-such-flag"],
+    ["calibrate"],                                           # --out missing
+])
+def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1

@@ -1,0 +1,115 @@
+"""Plans are data, built without processes: bytes equal the engine's DESIGN.md 7
+predictions for the same layout, the statistics-only path needs no graph, a candidate
+that does not fit is never chosen, the balanced split unloads the end stages."""
+
+from __future__ import annotations
+
+import pytest
+
+import gnnpipe
+from gnnpipe.config import ModelConfig
+from gnnpipe.engine.graph_mode import predicted_graph_bytes
+from gnnpipe.engine.hybrid import predicted_hybrid_bytes
+from gnnpipe.engine.pipeline import predicted_pipeline_bytes
+from gnnpipe.errors import ConfigError
+from gnnpipe.partition import chunk_graph
+from gnnpipe.plan import ModelShape, balanced_split, equal_split, graph_stats, make_plan, stats_only
+from gnnpipe.plan.cli import profile_from_figures
+from gnnpipe.plan.inputs import estimate_cut
+
+
+def _profile(memory_gb: float = 16.0):
+    return profile_from_figures(flops=1e10, link_gbps=10.0, device_memory_gb=memory_gb)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return gnnpipe.load_dataset("synthetic", num_nodes=500)
+
+
+def _shape(stats, layers=8, model="gcnii"):
+    return ModelShape.of(ModelConfig(model=model, layers=layers, hidden=16), stats.num_features, stats.num_classes)
+
+
+def test_bytes_equal_the_engine_predictions_for_the_same_layout(graph):
+    stats = graph_stats(graph)
+    shape = _shape(stats)
+    plan = make_plan(stats, shape, _profile(), workers=2)
+    g = graph.remove_self_loops()
+    modes = {c.mode for c in plan.candidates}
+    assert modes == {"single", "graph", "pipeline", "hybrid"}
+    for c in plan.candidates:
+        assert c.bytes_exact
+        if c.mode == "graph":
+            want = predicted_graph_bytes(shape.model, chunk_graph(g, c.workers).stats.M, c.workers)
+        elif c.mode == "pipeline":
+            want = predicted_pipeline_bytes(shape.model, g.num_nodes, c.stage_split)
+        elif c.mode == "hybrid":
+            want = predicted_hybrid_bytes(shape.model, chunk_graph(g, c.chunks), c.stage_split, c.ways)
+        else:
+            want = dict.fromkeys(c.bytes_per_epoch, 0)
+        assert c.bytes_per_epoch == want, c.label()
+    times = [c.epoch_s for c in plan.candidates]
+    assert times == sorted(times)
+    assert plan.chosen is not None and plan.chosen.fits
+    for c in plan.candidates:
+        assert c.epoch_s == pytest.approx(c.compute_s + c.comm_s + c.bubble_s)
+
+
+def test_the_statistics_only_path_needs_no_graph():
+    stats = stats_only(num_nodes=1_000_000, num_edges=20_000_000, num_features=128, num_classes=40,
+                       edge_cut_fraction=0.1)
+    assert stats.graph is None and not stats.exact
+    plan = make_plan(stats, _shape(stats, layers=16), _profile(), workers=8)
+    assert {c.mode for c in plan.candidates} == {"single", "graph", "pipeline", "hybrid"}
+    graph_c = next(c for c in plan.candidates if c.mode == "graph")
+    assert not graph_c.bytes_exact and graph_c.bytes_per_epoch["halo_rows"] > 0
+    cut = estimate_cut(stats, 8)
+    assert 0 < cut.M <= 8 * stats.num_nodes * (1 - 1 / 8)
+    with pytest.raises(ConfigError):
+        stats_only(num_nodes=0, num_edges=1, num_features=1, num_classes=2)
+
+
+def test_a_candidate_that_does_not_fit_is_never_chosen(graph):
+    stats = graph_stats(graph)
+    shape = _shape(stats)
+    roomy = make_plan(stats, shape, _profile(), workers=2)
+    # A limit between the smallest and the largest predicted peak: some fit, some not.
+    peaks = sorted(c.peak_memory_bytes for c in roomy.candidates)
+    limit_gb = (peaks[0] + peaks[-1]) / 2 / 2**30
+    plan = make_plan(stats, shape, _profile(limit_gb), workers=2)
+    assert any(not c.fits for c in plan.candidates) and any(c.fits for c in plan.candidates)
+    assert plan.chosen.fits
+    assert all(c.fits == (c.peak_memory_bytes <= c.memory_limit_bytes) for c in plan.candidates)
+    assert all(c.epoch_s >= plan.chosen.epoch_s for c in plan.candidates if c.fits)
+    none = make_plan(stats, shape, _profile(peaks[0] / 2 / 2**30), workers=2)
+    assert none.chosen is None and "no candidate fits" in none.reason
+
+
+def test_the_balanced_split_gives_the_end_stages_no_more_layers_than_the_equal_split(graph):
+    first, second = balanced_split([1.0] * 8, 2, 3.0, 0.0)  # the least largest stage cost is 6
+    assert first <= 3 and max(first + 3.0, second) == 6.0
+    assert balanced_split([1.0] * 8, 2, 0.0, 0.0) == (4, 4)
+    split = balanced_split([1.0] * 12, 4, 2.0, 2.0)
+    equal = equal_split(12, 4)
+    assert sum(split) == 12 and min(split) >= 1
+    assert split[0] <= equal[0] and split[-1] <= equal[-1]
+    stats = graph_stats(graph)
+    plan = make_plan(stats, _shape(stats, layers=16), _profile(), workers=2)
+    for c in plan.candidates:
+        if c.split == "balanced":
+            eq = equal_split(16, c.stages)
+            assert c.stage_split[0] <= eq[0] and c.stage_split[-1] <= eq[-1] and sum(c.stage_split) == 16
+
+
+def test_a_papers100m_sized_projection_fits_hybrid_ways_not_full_n_stages():
+    stats = stats_only(num_nodes=111_059_956, num_edges=1_615_685_872, num_features=128, num_classes=172,
+                       edge_cut_fraction=0.05)
+    prof = profile_from_figures(flops=19.5e12, link_gbps=100.0, device_memory_gb=80.0)
+    shape = ModelShape.of(ModelConfig(model="gcnii", layers=16, hidden=64), 128, 172)
+    p16 = make_plan(stats, shape, prof, workers=16, snapshot_period=1)
+    assert any(c.mode == "pipeline" for c in p16.candidates)
+    assert not any(c.fits for c in p16.candidates if c.mode == "pipeline")
+    p64 = make_plan(stats, shape, prof, workers=64, snapshot_period=1)
+    assert any(c.fits for c in p64.candidates if c.mode == "hybrid")
+    assert p64.chosen is not None and p64.chosen.mode == "hybrid"
