@@ -38,6 +38,7 @@ __all__ = [
     "RunConfig",
     "MODELS",
     "MODES",
+    "MODE_CHOICES",
     "DEFAULT_LAYOUT",
     "DATA_ROOT_ENV",
     "SECTIONS",
@@ -48,6 +49,9 @@ __all__ = [
 MODELS = ("gcn", "sage", "gcnii", "resgcn+", "mlp")
 #: Parallel modes (DESIGN.md 1).
 MODES = ("single", "graph", "pipeline", "hybrid")
+#: What ``parallel.mode`` accepts: a mode, or ``auto`` (the planner picks one at the
+#: entry, :func:`gnnpipe.plan.auto.resolve_auto`).
+MODE_CHOICES = MODES + ("auto",)
 #: The default (mode, workers) of a run with no arguments. The ONE place to change it.
 DEFAULT_LAYOUT: tuple[str, int] = ("pipeline", 2)
 #: Environment variable naming the data root when ``DataConfig.root`` is unset.
@@ -317,11 +321,14 @@ class ParallelConfig(_Checked):
 
     _section: typing.ClassVar[str] = "parallel"
 
-    mode: str = field(default=DEFAULT_LAYOUT[0], metadata=_meta("parallel mode", choices=MODES))
+    mode: str = field(default=DEFAULT_LAYOUT[0], metadata=_meta(
+        "parallel mode (auto: the planner picks the fastest predicted layout that fits, "
+        "python -m gnnpipe.plan)", choices=MODE_CHOICES))
     workers: int | None = field(default=None, metadata=_meta(
         f"number of worker processes P (>= 1; default: 1 for single, else {max(DEFAULT_LAYOUT[1], 2)})"))
-    chunks: int | None = field(default=None, metadata=_meta(
-        "number of chunks C (default: 4*S for pipeline, workers for graph)"))
+    chunks: int | str | None = field(default=None, metadata=_meta(
+        "number of chunks C, or auto (the planner's choice; default: 4*S for pipeline, "
+        "workers for graph, auto with mode auto)"))
     ways: int | None = field(default=None, metadata=_meta(
         "hybrid: number of ways W (workers % ways == 0; default 2)"))
     stage_split: tuple[int, ...] | None = field(default=None, metadata=_meta(
@@ -355,6 +362,25 @@ class ParallelConfig(_Checked):
         if self.workers is None:
             self._set("workers", 1 if mode == "single" else max(DEFAULT_LAYOUT[1], 2))
         self._need(self.workers >= 1, "workers", "an integer >= 1")
+        if isinstance(self.chunks, str):  # the command line gives text: a count or auto
+            text = self.chunks.strip().lower()
+            self._need(text == "auto" or text.isdigit(), "chunks", "an integer >= 1 or auto")
+            self._set("chunks", "auto" if text == "auto" else int(text))
+        if mode == "auto":
+            # The planner resolves workers' layout at the entry; what it is given
+            # restricts it (ways for hybrid, chunks), a stage split cannot be given.
+            self._need(self.ways is None or self.ways >= 1, "ways", "an integer >= 1 or unset")
+            self._need(self.stage_split is None, "stage_split", "unset with mode auto")
+            self._need(self.chunks is None or self.chunks == "auto" or self.chunks >= 1, "chunks",
+                       "an integer >= 1 or auto")
+            if self.chunks is None:
+                self._set("chunks", "auto")
+            self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
+            if self.backend == "nccl" and self.device == "cpu":
+                raise ConfigError("parallel.backend: expected gloo with device cpu, found 'nccl'")
+            return
+        if self.chunks == "auto" and mode in ("single", "graph"):
+            self._set("chunks", 1 if mode == "single" else self.workers)  # the only valid count
         if mode == "single":
             self._need(self.workers == 1, "workers", "1 in single mode")
         if self.ways is None:
@@ -367,15 +393,17 @@ class ParallelConfig(_Checked):
                 f"parallel.ways: expected a divisor of workers={self.workers}, found {self.ways}"
             )
         s = self.stages
-        if self.chunks is None:
+        if self.chunks == "auto":
+            pass  # the planner picks C at the entry (pipeline, hybrid)
+        elif self.chunks is None:
             self._set("chunks", {"single": 1, "graph": self.workers, "pipeline": 4 * s,
                                  "hybrid": 4 * s * self.ways}[mode])
-        self._need(self.chunks >= 1, "chunks", "an integer >= 1")
+        self._need(self.chunks == "auto" or self.chunks >= 1, "chunks", "an integer >= 1 or auto")
         if mode == "single":
             self._need(self.chunks == 1, "chunks", "1 in single mode")
         if mode == "graph":
             self._need(self.chunks == self.workers, "chunks", f"workers={self.workers} in graph mode")
-        if mode == "hybrid":
+        if mode == "hybrid" and self.chunks != "auto":
             self._need(self.chunks >= self.ways, "chunks", f"an integer >= ways={self.ways}")
         if self.stage_split is not None:
             if len(self.stage_split) != s:
@@ -402,7 +430,7 @@ class ParallelConfig(_Checked):
 
     @property
     def stages(self) -> int:
-        """Number of pipeline stages S."""
+        """Number of pipeline stages S (1 while mode is auto: unresolved)."""
         if self.mode == "pipeline":
             return int(self.workers)  # type: ignore[arg-type]
         if self.mode == "hybrid":

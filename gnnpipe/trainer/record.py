@@ -56,8 +56,8 @@ __all__ = [
 
 #: Bumped whenever the key sets that :func:`check_record` requires change (a key
 #: added, renamed or removed). 2: ``epochs[].val_loss``, ``best.val_loss``, ``best.monitor``;
-#: 3: ``summary.diverged``; 4: ``epochs[].history_drift``.
-SCHEMA_VERSION = 4
+#: 3: ``summary.diverged``; 4: ``epochs[].history_drift``; 5: ``plan``.
+SCHEMA_VERSION = 5
 
 #: Number of leading epochs left out of ``summary.mean_epoch_time_s`` (warm-up), as
 #: in the reference system's measurements (DESIGN.md 8); fewer when the run is short.
@@ -140,7 +140,7 @@ EPOCH_FIELDS: tuple[Field, ...] = (
 RECORD_FIELDS: tuple[Field, ...] = (
     Field("schema_version", "int", f"record layout version (currently {SCHEMA_VERSION}; 2 added "
           "`val_loss` per epoch and `best.val_loss` / `best.monitor`, 3 added `summary.diverged`, "
-          "4 added `history_drift` per epoch)"),
+          "4 added `history_drift` per epoch, 5 added `plan`)"),
     Field("gnnpipe_version", "str", "package version that wrote the record"),
     Field("mode", "str", "`single`, `graph`, `pipeline` or `hybrid`"),
     Field("world_size", "int", "number of worker processes"),
@@ -166,6 +166,11 @@ RECORD_FIELDS: tuple[Field, ...] = (
           keys=("hostname", "platform", "cpu_cores", "python", "torch", "gnnpipe", "device", "dist_backend")),
     Field("wall_time_s", "float", "total wall time of the run, loading and evaluation included"),
     Field("extra", "object", "mode-specific measured figures"),
+    Field("plan", "object or null", "what the planner chose when `parallel.mode` or `parallel.chunks` "
+          "was `auto` (`python -m gnnpipe.plan`): {keys}; `chosen` and each candidate carry the layout "
+          "and its PREDICTED bytes per epoch, peak memory per worker and epoch time (compute, comm, "
+          "bubble); null when the layout was given",
+          keys=("requested", "chosen", "reason", "profile", "candidates")),
 )
 
 
@@ -297,6 +302,7 @@ def build_record(
     machine: Mapping[str, Any] | None = None,
     stopped_early: bool = False,
     diverged: Mapping[str, Any] | None = None,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble the result record (keys: :data:`RECORD_FIELDS`).
 
@@ -304,7 +310,8 @@ def build_record(
     ``best`` is the monitor's (:meth:`gnnpipe.trainer.monitor.Monitor.best`); ``peak_memory`` has
     one :func:`~gnnpipe.trainer.machine.measure_peak_memory` entry per worker;
     ``machine`` defaults to :func:`~gnnpipe.trainer.machine.machine_info` of this
-    process; ``extra`` holds mode-specific measured figures (stored under ``"extra"``).
+    process; ``extra`` holds mode-specific measured figures (stored under ``"extra"``);
+    ``plan`` the planner's entry (``--mode auto`` / ``--chunks auto``), else None.
     """
     cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     epoch_dicts = [e.to_dict() for e in epochs]
@@ -337,6 +344,7 @@ def build_record(
         "machine": dict(machine) if machine is not None else machine_info(),
         "wall_time_s": float(wall_time_s),
         "extra": {} if extra is None else dict(extra),
+        "plan": None if plan is None else dict(plan),
     }
 
 

@@ -54,6 +54,7 @@ class Job:
             at the entry), or None.
         startup: where the time before the first epoch went so far (``load_s``,
             ``partition_s``; ``process_start_unix_s`` and ``launch_unix_s`` to measure from).
+        plan: the planner's entry of the record when ``--mode``/``--chunks`` was auto.
     """
 
     config: Any
@@ -64,6 +65,7 @@ class Job:
     checkpoint_dataset: dict[str, Any] | None = None
     resume_from: str | None = None
     startup: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] | None = None
 
 
 def _checkpointing(job: Job, rank: int, device: torch.device, comm: Comm,
@@ -172,5 +174,5 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
         best=result.best, peak_memory=memory,
         partition_stats=None if chunked is None else chunked.stats.as_dict(), extra=extra,
         wall_time_s=time.time() - job.t_start, machine=machine_info(device.type, layout.backend),
-        stopped_early=result.stopped_early, diverged=result.diverged,
+        stopped_early=result.stopped_early, diverged=result.diverged, plan=job.plan,
     )
