@@ -42,21 +42,27 @@ BAD_CLI = [
     (["--config", "run.toml"], "unknown key 'layer' in section [model]"),
     (["--layers", "eight"], "--layers"),
     (["--no-such-flag"], "--no-such-flag"),
+    (["--config", "latin1.toml"], "expected a UTF-8 TOML file, found a byte that is not UTF-8"),
+    (["--seed", "4294967296"], "train.seed: expected an integer in [0, 4294967295], found 4294967296"),
+    (["--data-option", "num_nodes=abc"], "synthetic: num_nodes must be an integer >= 2, found 'abc'"),
+    (["--data-option", "sparse_threshold=x"], "option sparse_threshold: expected a number in [0, 1], found 'x'"),
+    (["--json-out", "/proc/rec.json"], "train.json_out: expected a writable location, found '/proc/rec.json'"),
 ]
 
 
 @pytest.mark.parametrize("args,needle", BAD_CLI, ids=[" ".join(a) for a, _ in BAD_CLI])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
     (tmp_path / "run.toml").write_text("[model]\nlayer = 3\n")
+    (tmp_path / "latin1.toml").write_bytes("[train]\nepochs = 3  # \u00e9t\u00e9\n".encode("latin-1"))
     out = tmp_path / "rec.json"
-    proc = _run([*TINY, *args, "--json-out", str(out)], tmp_path)
+    proc = _run([*TINY, "--json-out", str(out), *args], tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ") and needle in lines[0]
     assert "Traceback" not in proc.stderr
     assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latin1.toml", "run.toml"]
 
 
 def test_json_out_record_has_the_schema(tmp_path):
