@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = calibrate(hidden=model.hidden, num_features=int(x.shape[1]), feature_density=density,
                             workers=2, kinds=(model.model,))
         cal_s = time.time() - t0
-        rows: dict[str, Any] = {"calibration_s": cal_s, "profile": profile.__dict__}
+        results.setdefault(name, {})["calibration"] = {"calibration_s": cal_s, "profile": profile.__dict__}
         for mode in args.modes.split(","):
             flags, restrict = LAYOUTS[mode]
             pred = _predict(graph, model, profile, restrict)

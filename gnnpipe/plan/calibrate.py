@@ -138,7 +138,7 @@ def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
 def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cover - child process
     import torch.distributed as dist
 
-    import gnnpipe.plan  # noqa: F401 - a worker's imports, for its resident size
+    import gnnpipe.engine.stage  # noqa: F401 - a worker's imports, for its resident size
 
     rss = _rss_bytes()
     torch.set_num_threads(1)
