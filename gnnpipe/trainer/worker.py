@@ -82,13 +82,15 @@ def _checkpointing(job: Job, rank: int, device: torch.device, comm: Comm,
 
 def _startup(job: Job, slowest: list[float], first_epoch_unix_s: float) -> dict[str, Any]:
     """Where the time before the first epoch went (measured; the slowest rank's spawn,
-    build and history start). ``spawn_s``: from the launch to the process group being
-    up (local launch; 0 otherwise); ``build_s``: model, runner and plans on the device;
+    build, history start and resume). ``spawn_s``: from the launch to the process group
+    being up (local launch; 0 otherwise); ``build_s``: model, runner and plans on the
+    device; ``history_start_s``: this run's history start (0 on a resume, which restores
+    it); ``resume_s``: reading, verifying and loading the checkpoint (0 without a resume);
     ``to_first_epoch_s``: from the process start to the first epoch (None where the
     process start cannot be read)."""
     t0 = job.startup.get("process_start_unix_s")
     return {"load_s": float(job.startup.get("load_s", 0.0)), "partition_s": float(job.startup.get("partition_s", 0.0)),
-            "spawn_s": slowest[0], "build_s": slowest[1], "history_start_s": slowest[2],
+            "spawn_s": slowest[0], "build_s": slowest[1], "history_start_s": slowest[2], "resume_s": slowest[3],
             "to_first_epoch_s": None if t0 is None else first_epoch_unix_s - t0}
 
 
@@ -130,6 +132,7 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
                         layout.mode, layout.world_size, layout.num_chunks, cfg.model.model, graph, num_params,
                         device, f", backend {layout.backend}" if layout.backend else "")
         resume_state = None
+        t_resume = time.time()
         if job.resume_from is not None:
             from gnnpipe.trainer.checkpoint import open_checkpoint
 
@@ -144,6 +147,7 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
         else:
             start = runner.prepare()
         first_epoch_unix_s = time.time()
+        resumed_s = first_epoch_unix_s - t_resume if resume_state is not None else 0.0
         result = run_epochs(runner, comm, tc, rank=rank, world_size=layout.world_size, device=device,
                             before_epoch=before_epoch,
                             checkpointer=_checkpointing(job, rank, device, comm, partition_digest),
@@ -152,7 +156,8 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
                             has_validation=bool(graph.val_mask.any()))
     memory = comm.all_gather_object(measure_peak_memory(device, rank=rank))
     spawn_s = t_joined - job.startup["launch_unix_s"] if "launch_unix_s" in job.startup else 0.0
-    slowest = comm.all_reduce_control([spawn_s, build_s, float(start["time_s"])], "max")
+    history_s = 0.0 if resume_state is not None else float(start["time_s"])  # a resume restores the history
+    slowest = comm.all_reduce_control([spawn_s, build_s, history_s, resumed_s], "max")
     start_bytes = comm.all_reduce_control([start["bytes"].get(k, 0) for k in KINDS], "sum")
     comm.barrier()
     if rank != 0:

@@ -80,6 +80,9 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(mode: str, tmp_path
     a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
     assert _untimed(a) == _untimed(b)
     assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]]  # bit for bit
+    # The resumed run's start-up: the checkpoint's load, no history start of its own.
+    assert a["extra"]["startup"]["resume_s"] == 0 and b["extra"]["startup"]["resume_s"] > 0
+    assert b["extra"]["startup"]["history_start_s"] == 0
     # The history drift (compared above with the rest of the record) is per layer in
     # the modes that read history, none for layer 1, and absent in the exact modes.
     for e in a["epochs"]:
