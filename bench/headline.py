@@ -136,13 +136,18 @@ def method_text(rows: list[Row], records: list[dict[str, Any]]) -> str:
     seeds = sorted({s for r in rows for s in r.seeds})
     monitor = _one(rec["config"]["train"].get("monitor") for rec in records)
     hybrids = [r for r in rows if r.mode == "hybrid"]
-    graph_layout = bool(hybrids) and all(r.point.get("workers") == r.point.get("ways") for r in hybrids)  # S = 1
+    # S = 1: the ways are graph parallelism's workers; with C = W, its layout exactly.
+    one_stage = bool(hybrids) and all(r.point.get("workers") == r.point.get("ways") for r in hybrids)
+    graph_layout = one_stage and all(r.runs[0].get("chunks") in (None, r.point.get("ways")) for r in hybrids)
     matched, predicted = bytes_match_prediction(records)
     return (f"Test accuracy at the best validation epoch (monitor {monitor}), mean ± sample standard deviation "
             f"over seeds {', '.join(map(str, seeds))}; a figure without ± is the same for every seed. Pipeline "
             f"is {_layouts(rows, 'pipeline')}, hybrid {_layouts(rows, 'hybrid')}"
             + (", which is graph parallelism's layout: the suite has no graph-mode run, so the hybrid bytes "
-               "stand for graph mode's." if graph_layout else ".")
+               "stand for graph mode's." if graph_layout else
+               ", one stage per way: its halo rows cross graph parallelism's cut, so the hybrid bytes stand for "
+               "graph mode's, while within a way the chunks after the current one are read from history."
+               if one_stage else ".")
             + " The gap is the pipeline mean minus the single-mode mean; the epoch time (after the warm-up "
             "epochs, evaluation excluded) is the ratio of the seed means; bytes are the payload of the training "
             "kinds per epoch summed over workers, as the communicator counted them"
@@ -151,19 +156,27 @@ def method_text(rows: list[Row], records: list[dict[str, Any]]) -> str:
 
 
 def budget_text(rows: list[Row], records: list[dict[str, Any]]) -> str:
-    """The training budget from the records' config, and what it does not show."""
+    """The training budget from the records' config, and whether the runs used it up:
+    the share of runs whose best epoch is the last one run (still improving when the
+    budget ended) decides whether the table is said to compare a budget or converged runs."""
     train = {k: _one(rec["config"]["train"].get(k) for rec in records) for k in BUDGET_KEYS}
     model = {k: _one(rec["config"]["model"].get(k) for rec in records) for k in ("layers", "hidden", "dropout")}
     runs = [run for r in rows for run in r.runs]
     best_last = sum(run["best_epoch"] == run["epochs_run"] for run in runs)
     stopped = sum(bool(run["stopped_early"]) for run in runs)
-    return (f"Budget (the suite's settings, as the records' config has them): {train['epochs']} epochs, lr "
+    text = (f"Budget (the suite's settings, as the records' config has them): {train['epochs']} epochs, lr "
             f"{train['lr']}, evaluation every {train['eval_every']} epochs, patience {train['patience']} "
             f"evaluations on {train['monitor']}; {model['layers']} layers, hidden {model['hidden']}, dropout "
-            f"{model['dropout']}. This is a fixed short budget of {train['epochs']} epochs, not training to "
-            f"convergence: the best epoch is the last epoch run in {best_last} of the {len(runs)} runs and "
-            f"{stopped} stopped early, so the table compares the modes at one small budget, not their final "
-            "accuracy." + _techniques_text(records))
+            f"{model['dropout']}. ")
+    if 2 * best_last > len(runs):
+        text += (f"This is a fixed short budget of {train['epochs']} epochs, not training to convergence: the best "
+                 f"epoch is the last epoch run in {best_last} of the {len(runs)} runs and {stopped} stopped early, "
+                 "so the table compares the modes at one small budget, not their final accuracy.")
+    else:
+        text += (f"Up to {train['epochs']} epochs with patience: the best epoch is the last epoch run in only "
+                 f"{best_last} of the {len(runs)} runs (still improving when the budget ended) and {stopped} stopped "
+                 "early on patience, so most runs had stopped improving before the budget ended.")
+    return text + _techniques_text(records)
 
 
 def _techniques_text(records: list[dict[str, Any]]) -> str:

@@ -4,6 +4,7 @@ are the means, standard deviations, gaps and ratios of the values the test wrote
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from pathlib import Path
@@ -138,8 +139,24 @@ def test_text_names_the_machine_load_budget_and_figure(tmp_path):
     n_runs = 2 * len(MODES) * len(SEEDS)
     assert f"last epoch run in {n_runs - 2 * len(MODES)} of the {n_runs} runs" in text  # seed 0's best is epoch 4
     assert f"at every epoch in {n_runs - 2 * len(SEEDS)} of the {n_runs - 2 * len(SEEDS)} runs" in text
-    assert "graph parallelism's layout" in text and "[full report](results/toy/report.md)" in text
+    # The toy hybrid is W=2 ways of one stage with C=4 chunks: graph parallelism's cut, not its layout.
+    assert "one stage per way" in text and "read from history" in text and "graph parallelism's layout" not in text
+    assert "[full report](results/toy/report.md)" in text
     assert re.search(r"!\[toy, GCNII: [^]]*\]\(results/toy/val_toy_gcnii\.png\)", text)
+
+
+def test_runs_that_stopped_improving_are_not_called_a_short_budget(tmp_path):
+    d = _suite_dir(tmp_path)
+    for path in d.glob("*.json"):
+        record = json.loads(path.read_text())
+        if "summary" in record:  # every run stops on patience at epoch 5 with its best at epoch 2
+            record["summary"] |= {"epochs_run": 5, "stopped_early": True}
+            record["best"]["epoch"] = 2
+            path.write_text(json.dumps(record))
+    text = " ".join(H.headline(d, plot=("toy", "gcnii"), root=tmp_path).split())
+    n_runs = 2 * len(MODES) * len(SEEDS)
+    assert "not training to convergence" not in text
+    assert f"last epoch run in only 0 of the {n_runs} runs" in text and f"{n_runs} stopped early on patience" in text
 
 
 def test_a_missing_figure_is_refused(tmp_path):
