@@ -1,0 +1,116 @@
+"""A pipeline worker's compute against single mode's one-thread compute / S, and the
+pipeline's epoch against graph mode's (issue 14's compute and dense-epoch targets).
+
+Pipeline mode does no extra arithmetic: a stage computes L/S layers for all rows, so
+with one thread per worker its compute per epoch should be close to a one-thread
+single-mode epoch divided by S. What it adds is per-chunk work (gathers of halo rows,
+gradient scatters, small kernels). For each graph and model this runs, through the
+public entry (``python -m gnnpipe.train``), one after the other in one invocation:
+
+* ``single`` with ``OMP_NUM_THREADS=1`` (its compute is its epoch time);
+* ``pipeline`` (S workers, C chunks, one thread each: the launcher's share of 2 cores);
+* ``graph`` (S workers, one thread each), for the epoch ratio pipeline / graph.
+
+Figures per epoch are the means over the epochs after the warm-up ones that the record
+itself leaves out (``summary.mean_epoch_time_skipped_epochs``); the pipeline's compute is
+the time split of the slowest rank (``epochs[].time.compute_s``, which with wait and
+bubble adds up to that rank's epoch). The load average is recorded before and after
+each run. Writes a JSON with machine, load and config::
+
+    python -m bench.compute_split --out bench/results/compute_split.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .runner import load_average, machine, now_utc, write_json
+
+DEFAULT_CASES = ("blogcatalog:gcnii", "blogcatalog:gcn", "amazon_photo:gcnii", "amazon_photo:gcn")
+
+
+def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One ``python -m gnnpipe.train`` run; returns its per-epoch means and the load."""
+    out = workdir / f"{dataset}-{model}-{mode}.json"
+    argv = [sys.executable, "-m", "gnnpipe.train", "--dataset", dataset, "--data-root", args.data_root,
+            "--model", model, "--layers", str(args.layers), "--hidden", str(args.hidden),
+            "--input-proj", "--classifier", "--dropout", "0.5", "--lr", "0.001",
+            "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--seed", "0",
+            "--mode", mode, "--json-out", str(out), "--log-level", "WARNING"]
+    if mode != "single":
+        argv += ["--workers", str(args.stages)]
+    if mode == "pipeline":
+        argv += ["--chunks", str(args.chunks)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    before = load_average()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600)
+    after = load_average()
+    if proc.returncode != 0:
+        return {"mode": mode, "returncode": proc.returncode, "error": proc.stderr[-500:]}
+    record = json.loads(out.read_text())
+    skip = record["summary"]["mean_epoch_time_skipped_epochs"]
+    timed = record["epochs"][skip:]
+    mean = lambda values: statistics.fmean(values)  # noqa: E731
+    return {"mode": mode, "command": " ".join(argv[1:]), "epochs_timed": len(timed),
+            "epoch_s": mean(e["epoch_time_s"] for e in timed),
+            "compute_s": mean(e["time"]["compute_s"] for e in timed),
+            "comm_wait_s": mean(e["time"]["comm_wait_s"] for e in timed),
+            "bubble_s": mean(e["time"]["bubble_s"] for e in timed),
+            "peak_memory_bytes": record["peak_memory_bytes"],
+            "load_average_before": before, "load_average_after": after}
+
+
+def compare(runs: dict[str, dict[str, Any]], stages: int, chunks: int) -> dict[str, Any]:
+    """The issue's ratios from one case's runs (computed)."""
+    single, pipe, graph = runs["single"], runs["pipeline"], runs["graph"]
+    if any("error" in r for r in (single, pipe, graph)):
+        return {}
+    per_stage = single["compute_s"] / stages
+    return {"pipeline_compute_over_single_1thread_per_stage": pipe["compute_s"] / per_stage,
+            "target_compute_ratio": 1.1,
+            "pipeline_bubble_share": pipe["bubble_s"] / pipe["epoch_s"],
+            "schedule_bubble_share": (stages - 1) / (chunks + stages - 1),
+            "pipeline_epoch_over_graph_epoch": pipe["epoch_s"] / graph["epoch_s"],
+            "target_epoch_ratio_dense": 1.0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="bench/results/compute_split.json")
+    ap.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), metavar="DATASET:MODEL")
+    ap.add_argument("--data-root", default=os.environ.get("GNNPIPE_DATASETS", "../shared/datasets"))
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--hidden", type=int, default=100)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--stages", type=int, default=2)
+    ap.add_argument("--chunks", type=int, default=8)
+    args = ap.parse_args(argv)
+    cases = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in args.cases:
+            dataset, _, model = case.partition(":")
+            runs = {mode: run_once(dataset, model, mode, args, Path(tmp)) for mode in ("single", "pipeline", "graph")}
+            cases.append({"dataset": dataset, "model": model, "runs": runs,
+                          "computed": compare(runs, args.stages, args.chunks)})
+            print(json.dumps({"case": case, **cases[-1]["computed"]}), flush=True)
+    write_json(Path(args.out), {
+        "what": "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
+                "(S workers, one thread each) and graph mode (S workers); the pipeline's compute is its slowest "
+                "rank's time split (measured); ratios computed",
+        "config": {k: v for k, v in vars(args).items() if k != "out"}, "written_utc": now_utc(),
+        "machine": machine(), "cases": cases})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
