@@ -13,10 +13,12 @@ initialises with ``env://``):
 
 Device and backend: ``cuda:LOCAL_RANK`` with NCCL where CUDA is present (or when
 ``parallel.device`` says so), else the CPU with gloo; ``parallel.backend`` overrides
-the backend. The process-group timeout (``GNNPIPE_DIST_TIMEOUT_S``, default 60 s)
-bounds every blocking transfer, so a worker whose peer vanished without closing its
-sockets still ends instead of hanging (under torchrun, where no heartbeat is watched,
-it is also what ends a run with a stuck rank). The local launcher's stall timeout
+the backend. The process-group timeout (``GNNPIPE_DIST_TIMEOUT_S``) bounds every
+blocking transfer, so a worker whose peer vanished without closing its sockets still
+ends instead of hanging. Under torchrun, where no heartbeat is watched, it is also what
+ends a run with a stuck rank: 60 s by default. A local launcher's worker defaults to 30
+minutes, because the launcher's heartbeat names a stuck rank first and a healthy peer may
+keep it waiting for minutes (evaluation, checkpoint writes on a large graph). The local launcher's stall timeout
 (``GNNPIPE_STALL_TIMEOUT_S``, default 60 s) is read here too, by the same rule.
 
 This is what every worker needs however it was started, and all a torchrun worker
@@ -137,9 +139,23 @@ def _env_seconds(name: str, default: float) -> float:
     return value
 
 
+#: The process-group timeout of a worker that no heartbeat watches (torchrun): it is
+#: what ends a run with a stuck rank there.
+UNWATCHED_DIST_TIMEOUT_S = 60.0
+#: The process-group timeout of a local launcher's worker. The launcher already names a
+#: dead rank within about a second and a stuck one after the stall timeout (60 s), so
+#: the transfer timeout only has to outlast the longest healthy wait: a peer's
+#: evaluation, exact history start or checkpoint write on a large graph can take
+#: minutes, and a 60 s timeout there ended healthy runs.
+WATCHED_DIST_TIMEOUT_S = 1800.0
+
+
 def dist_timeout_s() -> float:
-    """The process-group timeout in seconds (``GNNPIPE_DIST_TIMEOUT_S``, default 60)."""
-    return _env_seconds(DIST_TIMEOUT, 60.0)
+    """The process-group timeout in seconds: ``GNNPIPE_DIST_TIMEOUT_S`` where set, else
+    :data:`WATCHED_DIST_TIMEOUT_S` in a worker of the local launcher (whose heartbeat
+    names a stuck rank first) and :data:`UNWATCHED_DIST_TIMEOUT_S` anywhere else."""
+    watched = os.environ.get(_LOCAL_CHILD) == "1"
+    return _env_seconds(DIST_TIMEOUT, WATCHED_DIST_TIMEOUT_S if watched else UNWATCHED_DIST_TIMEOUT_S)
 
 
 def stall_timeout_s() -> float:

@@ -153,8 +153,9 @@ def test_torchrun_env_reads_the_env_variables_and_is_none_without_them(clean_env
 
 
 def test_a_stuck_rank_is_named_after_at_most_60_s_by_default(monkeypatch) -> None:
-    """The stall timeout (and the transfer timeout that backs it) default to 60 s;
-    the stuck-worker tests above shorten them, this keeps the default honest."""
+    """The stall timeout, and the transfer timeout of a worker that no heartbeat watches
+    (torchrun), default to 60 s; the stuck-worker tests above shorten them, this keeps
+    the defaults honest."""
     from gnnpipe.engine.environment import DIST_TIMEOUT, STALL_TIMEOUT, dist_timeout_s, stall_timeout_s
 
     monkeypatch.delenv(STALL_TIMEOUT, raising=False)
@@ -162,6 +163,14 @@ def test_a_stuck_rank_is_named_after_at_most_60_s_by_default(monkeypatch) -> Non
     assert stall_timeout_s() <= 60 and dist_timeout_s() <= 60
     monkeypatch.setenv(STALL_TIMEOUT, "5")
     assert stall_timeout_s() == 5.0
+    monkeypatch.delenv(STALL_TIMEOUT)
+    # A local launcher's worker: the heartbeat names a stuck rank after the stall timeout,
+    # so a healthy peer may keep a transfer waiting far longer than that.
+    monkeypatch.setenv("GNNPIPE_LOCAL_WORKER", "1")
+    assert stall_timeout_s() <= 60 and dist_timeout_s() >= 20 * stall_timeout_s()
+    monkeypatch.setenv(DIST_TIMEOUT, "7")
+    assert dist_timeout_s() == 7.0
+    monkeypatch.delenv("GNNPIPE_LOCAL_WORKER")
     monkeypatch.setenv(STALL_TIMEOUT, "0")
     with pytest.raises(ConfigError, match=r"^GNNPIPE_STALL_TIMEOUT_S: expected a finite value > 0, found '0'"):
         stall_timeout_s()
