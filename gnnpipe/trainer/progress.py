@@ -2,8 +2,10 @@
 
 The bar redraws one stderr line per epoch with the loss, the last validation accuracy and the epoch time; it is
 on only when stderr is a terminal and the ``gnnpipe`` logger shows INFO, and only
-on rank 0. Independently of the bar, one INFO line is logged every ``log_every``
-epochs (and at the last epoch), so that a redirected run still shows its progress.
+on rank 0. Independently of the bar, rank 0 logs one INFO line every ``log_every``
+epochs (and at the last epoch), so that a redirected run still shows its progress; the
+other ranks log none (every rank has the same all-reduced figures: P workers would
+print each line P times).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Progress:
                  enabled: bool | None = None, stream: IO[str] | None = None,
                  logger: logging.Logger | None = None) -> None:
         self.total = int(total)
+        self.rank = int(rank)
         self.log_every = max(int(log_every), 1)
         self.logger = logger or logging.getLogger(f"{LOGGER_NAME}.train")
         self.stream = stream if stream is not None else sys.stderr
@@ -53,7 +56,7 @@ class Progress:
                f"{epoch_time_s * 1e3:7.1f} ms/epoch"
         if extra:
             text += " " + " ".join(f"{k} {v}" for k, v in extra.items())
-        if epoch % self.log_every == 0 or epoch == self.total:
+        if self.rank == 0 and (epoch % self.log_every == 0 or epoch == self.total):
             self._clear()
             self.logger.info(text)
         if self.enabled:

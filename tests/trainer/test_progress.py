@@ -27,7 +27,7 @@ def restore_logging():
 
 def test_log_lines_every_n_epochs_and_no_bar_off_a_terminal(restore_logging):
     logs = io.StringIO()
-    setup_logging("INFO", rank=3, stream=logs)
+    setup_logging("INFO", rank=3, stream=logs)  # the logger's prefix; Progress logs as rank 0
     stream = io.StringIO()
     p = Progress(7, log_every=3, stream=stream)
     assert not p.enabled
@@ -59,3 +59,15 @@ def test_bar_off_when_warnings_only_or_not_rank_0(restore_logging):
     assert not Progress(3, stream=_Tty()).enabled
     setup_logging("INFO", stream=io.StringIO())
     assert not Progress(3, stream=_Tty(), rank=1).enabled
+
+
+def test_only_rank_0_logs_the_epoch_lines(restore_logging):
+    """Every rank holds the same all-reduced figures: the line is logged once per run,
+    not once per worker."""
+    logs = io.StringIO()
+    setup_logging("INFO", rank=1, stream=logs)
+    p = Progress(4, log_every=2, rank=1, stream=io.StringIO())
+    for e in range(1, 5):
+        p.update(e, loss=0.5, epoch_time_s=0.002)
+    p.close()
+    assert logs.getvalue() == ""
