@@ -1,0 +1,117 @@
+"""What a pipeline stage spends per layer on its chunks' row copies, against the
+aggregation and the matmul it must do anyway (issue 14: profile before choosing a fix).
+
+Per layer and epoch a stage runs, for each of its C chunks (as ``engine/stage.py`` does):
+forward, the gather ``B_l[local_ids]`` of the chunk's own + halo rows, the chunk's
+aggregation (``ChunkOps.aggregate``) and its dense matmul; backward, the aggregation's
+backward, the mask that drops the gradient of stale halo rows (an in-place multiply by a
+0/1 factor per row; ``mask_stale_where`` times the ``torch.where`` the stage used before,
+outside the share) and the scatter of the rest into ``G_l`` (``index_add_``). On a dense graph a chunk's halo is
+most of N, so the copies move several times N rows per layer. This times each of these
+kernels alone, one thread, summed over the C chunks of a METIS partition, median of
+``--repeats``; the ``copies`` share is (gather + mask + scatter) over all six.
+
+    python -m bench.chunk_overhead --out bench/results/chunk_overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .runner import load_average, machine, now_utc, write_json
+
+
+def _median_s(fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str, Any]:
+    """Seconds per layer of each kernel, summed over the chunks (measured).
+
+    Shapes: B, G [N, hidden]; per chunk h_local [n_local, hidden], out [n_own, hidden]."""
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.partition import chunk_graph
+
+    plans = chunk_graph(graph, num_chunks).plans
+    n = graph.num_nodes
+    torch.manual_seed(0)
+    B, G, W = torch.randn(n, hidden), torch.zeros(n, hidden), torch.randn(hidden, hidden)
+    ops = [ChunkOps.build(p) for p in plans]
+    local_ids = [torch.as_tensor(p.local_global_nid) for p in plans]
+    halo_ids = [torch.as_tensor(p.halo_global_nid) for p in plans]
+    own = [p.row_end - p.row_start for p in plans]
+    # Half of the halo rows stale, as under a random order on average.
+    fresh = [(torch.rand(len(h)) < 0.5).unsqueeze(1) for h in halo_ids]
+    factor = [f.to(torch.float32) for f in fresh]
+    h_local = [B.index_select(0, ids).requires_grad_() for ids in local_ids]
+    outs = [o.aggregate(h, "gcn") for o, h in zip(ops, h_local)]
+    grads = [torch.randn_like(y) for y in outs]
+    zero = torch.zeros(())
+
+    def agg_backward() -> None:
+        for y, h, g in zip(outs, h_local, grads):
+            torch.autograd.grad(y, h, g, retain_graph=True)
+
+    halo_grads = [torch.randn(len(h), hidden) for h in halo_ids]
+    seconds = {
+        "gather": _median_s(lambda: [B.index_select(0, ids) for ids in local_ids], repeats),
+        "aggregate_forward": _median_s(lambda: [o.aggregate(h.detach(), "gcn") for o, h in zip(ops, h_local)],
+                                       repeats),
+        "matmul_forward": _median_s(lambda: [B[:m] @ W for m in own], repeats),
+        "aggregate_backward": _median_s(agg_backward, repeats),
+        "mask_stale": _median_s(lambda: [g.mul_(f) for f, g in zip(factor, halo_grads)], repeats),
+        "scatter": _median_s(lambda: [G.index_add_(0, ids, g) for ids, g in zip(halo_ids, halo_grads)], repeats),
+    }
+    where_s = _median_s(lambda: [torch.where(f, g, zero) for f, g in zip(fresh, halo_grads)], repeats)
+    copies = seconds["gather"] + seconds["mask_stale"] + seconds["scatter"]
+    return {"mask_stale_where_s": where_s, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
+            "local_rows_over_n": sum(len(i) for i in local_ids) / n,
+            "halo_rows_over_n": sum(len(h) for h in halo_ids) / n,
+            "seconds_per_layer": seconds, "copies_share": copies / sum(seconds.values())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import gnnpipe
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="bench/results/chunk_overhead.json")
+    ap.add_argument("--datasets", nargs="+", default=["blogcatalog", "amazon_photo"])
+    ap.add_argument("--data-root", default=os.environ.get("GNNPIPE_DATASETS", "../shared/datasets"))
+    ap.add_argument("--chunks", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    load_before, results = load_average(), []
+    for name in args.datasets:
+        graph = gnnpipe.load_dataset(name, root=args.data_root).remove_self_loops()
+        results.append({"dataset": name, **measure(graph, args.chunks, args.hidden, args.repeats)})
+        s = results[-1]["seconds_per_layer"]
+        print(f"{name}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in s.items())
+              + f"; copies {100 * results[-1]['copies_share']:.0f} %; mask with torch.where "
+              f"{1e3 * results[-1]['mask_stale_where_s']:.1f} ms", flush=True)
+    write_json(Path(args.out), {
+        "what": "seconds per layer of a pipeline stage's per-chunk kernels, summed over the C chunks, one thread, "
+                "median of repeats (measured); copies_share computed",
+        "config": {k: v for k, v in vars(args).items() if k != "out"}, "written_utc": now_utc(),
+        "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
+        "results": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
