@@ -18,25 +18,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
+from gnnpipe.plan.calibrate import median_time_s
+
 from .runner import load_average, machine, now_utc, write_json
-
-
-def _median_s(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str, Any]:
@@ -68,15 +58,15 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
 
     halo_grads = [torch.randn(len(h), hidden) for h in halo_ids]
     seconds = {
-        "gather": _median_s(lambda: [B.index_select(0, ids) for ids in local_ids], repeats),
-        "aggregate_forward": _median_s(lambda: [o.aggregate(h.detach(), "gcn") for o, h in zip(ops, h_local)],
+        "gather": median_time_s(lambda: [B.index_select(0, ids) for ids in local_ids], repeats),
+        "aggregate_forward": median_time_s(lambda: [o.aggregate(h.detach(), "gcn") for o, h in zip(ops, h_local)],
                                        repeats),
-        "matmul_forward": _median_s(lambda: [B[:m] @ W for m in own], repeats),
-        "aggregate_backward": _median_s(agg_backward, repeats),
-        "mask_stale": _median_s(lambda: [g.mul_(f) for f, g in zip(factor, halo_grads)], repeats),
-        "scatter": _median_s(lambda: [G.index_add_(0, ids, g) for ids, g in zip(halo_ids, halo_grads)], repeats),
+        "matmul_forward": median_time_s(lambda: [B[:m] @ W for m in own], repeats),
+        "aggregate_backward": median_time_s(agg_backward, repeats),
+        "mask_stale": median_time_s(lambda: [g.mul_(f) for f, g in zip(factor, halo_grads)], repeats),
+        "scatter": median_time_s(lambda: [G.index_add_(0, ids, g) for ids, g in zip(halo_ids, halo_grads)], repeats),
     }
-    where_s = _median_s(lambda: [torch.where(f, g, zero) for f, g in zip(fresh, halo_grads)], repeats)
+    where_s = median_time_s(lambda: [torch.where(f, g, zero) for f, g in zip(fresh, halo_grads)], repeats)
     copies = seconds["gather"] + seconds["mask_stale"] + seconds["scatter"]
     return {"mask_stale_where_s": where_s, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
             "local_rows_over_n": sum(len(i) for i in local_ids) / n,

@@ -20,9 +20,9 @@ from typing import Any, Callable
 import numpy as np
 
 from gnnpipe.data.sparse import DEFAULT_SPARSE_THRESHOLD
-from gnnpipe.errors import DataError
+from gnnpipe.errors import ConfigError, DataError
 
-__all__ = ["LoadOptions", "UNIVERSAL_OPTIONS", "option_names"]
+__all__ = ["LoadOptions", "UNIVERSAL_OPTIONS", "option_names", "parse_option_words"]
 
 
 class _Refused(Exception):
@@ -148,3 +148,32 @@ UNIVERSAL_OPTIONS: frozenset[str] = frozenset({"cache", "normalize_features", "s
 def option_names() -> frozenset[str]:
     """Every option name :class:`LoadOptions` knows."""
     return frozenset(f.name for f in fields(LoadOptions))
+
+
+def _option_value(text: str) -> Any:
+    """One option value as a command line writes it: int, float, true/false,
+    none/null, else the string (its type is checked by :class:`LoadOptions`)."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_option_words(words: list[str], flag: str = "--data-option") -> dict[str, Any]:
+    """``["KEY=VALUE", ...]`` (the words of repeated ``flag`` arguments) as the
+    keyword options of :func:`gnnpipe.data.load_dataset`; a word without ``=`` or
+    without a key is one :class:`ConfigError` line naming ``flag``."""
+    out: dict[str, Any] = {}
+    for word in words:
+        key, sep, text = word.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag}: expected KEY=VALUE, found {word!r}")
+        out[key.strip()] = _option_value(text.strip())
+    return out

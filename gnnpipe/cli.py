@@ -66,21 +66,6 @@ def _parse_scalar(text: str, tp: Any, flag: str) -> Any:
     return text
 
 
-def _parse_value(text: str) -> Any:
-    """A loader option value: int, float, true/false/none, else the string."""
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _converter(tp: Any, flag: str) -> Any:
     base, nullable = _base_types(tp)
 
@@ -160,13 +145,9 @@ def parse_config(argv: Sequence[str] | None) -> tuple[RunConfig, set[str]]:
     for dest, value in ns.items():
         section, name = dest.split(_DEST_SEP, 1)
         if section == "data" and name == "options":
-            opts: dict[str, Any] = {}
-            for item in value:
-                key, sep, text = item.partition("=")
-                if not sep or not key:
-                    raise ConfigError(f"--data-option: expected KEY=VALUE, found {item!r}")
-                opts[key.strip()] = _parse_value(text.strip())
-            value = opts
+            from gnnpipe.data.options import parse_option_words  # here: importing the CLI stays light
+
+            value = parse_option_words(value)
         overrides.setdefault(section, {})[name] = value
     given = {f"{s}.{k}" for s, body in overrides.items() for k in body}
     if config_path is not None:

@@ -26,7 +26,7 @@ import torch
 
 from gnnpipe.plan.inputs import HardwareProfile
 
-__all__ = ["calibrate", "WORKER_OVERHEAD_BYTES"]
+__all__ = ["calibrate", "median_time_s", "WORKER_OVERHEAD_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,9 @@ KINDS = ("gcn", "sage", "gcnii", "resgcn+")
 STACK = 4
 
 
-def _median_time(fn: Callable[[], Any], repeats: int = 5) -> float:
+def median_time_s(fn: Callable[[], Any], repeats: int = 5) -> float:
+    """Seconds of one call of ``fn``: the median of ``repeats`` timed calls after one
+    untimed warm-up call (the median, because a loaded machine slows some calls)."""
     fn()  # warm-up
     times = []
     for _ in range(repeats):
@@ -113,7 +115,7 @@ def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device) 
         out = stack[0](x, ops, h0)
     del out
     saved = sum(seen.values()) / (4.0 * n * hidden)
-    return _median_time(step, 3) / STACK, saved
+    return median_time_s(step, 3) / STACK, saved
 
 
 def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
@@ -168,9 +170,9 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
             (a @ w).index_select(0, idx).relu_().sum()
 
     dist.barrier()
-    alone = _median_time(kernel, 5) if rank == 0 else 0.0
+    alone = median_time_s(kernel, 5) if rank == 0 else 0.0
     dist.barrier()
-    both = _median_time(kernel, 5)
+    both = median_time_s(kernel, 5)
     if rank == 0:
         q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss))
     dist.barrier()
@@ -203,12 +205,12 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         a = torch.randn(n, h, device=dev, requires_grad=True)
         w = torch.randn(h, h, device=dev, requires_grad=True)
         g = torch.randn(n, h, device=dev)
-        figures["matmul_s_per_flop"] = _median_time(lambda: (a @ w).backward(g)) / (2.0 * n * h * h)
-        figures["aggregate_s_per_edge_row"] = _median_time(
+        figures["matmul_s_per_flop"] = median_time_s(lambda: (a @ w).backward(g)) / (2.0 * n * h * h)
+        figures["aggregate_s_per_edge_row"] = median_time_s(
             lambda: ops.aggregate(a, "gcn").backward(g)) / (e * h)
         idx = torch.randint(0, n, (n,), device=dev)
         buf = torch.randn(n, h, device=dev)
-        figures["gather_s_per_byte"] = _median_time(
+        figures["gather_s_per_byte"] = median_time_s(
             lambda: buf.index_add_(0, idx, buf[idx])) / (2.0 * n * h * 4)
         rows, saved, one_thread = {}, {}, {}
         for kind in kinds:
@@ -223,12 +225,12 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         proj = InputProjection(f, h, dropout=0.5).to(dev)
         x = torch.randn(m, f, device=dev)
         gm = torch.randn(m, h, device=dev)
-        figures["encode_s_per_flop"] = _median_time(lambda: proj(x).backward(gm), 3) / (2.0 * m * f * h)
+        figures["encode_s_per_flop"] = median_time_s(lambda: proj(x).backward(gm), 3) / (2.0 * m * f * h)
         from gnnpipe.data.sparse import SparseFeatures
 
         dens = min(max(float(feature_density), 1e-3), 1.0)
         xs = SparseFeatures.from_dense((torch.rand(m, f) < dens).float()).to(dev)
-        figures["sparse_encode_s_per_nnz_col"] = _median_time(
+        figures["sparse_encode_s_per_nnz_col"] = median_time_s(
             lambda: proj(xs).backward(gm), 3) / (max(xs.nnz, 1) * h)
         torch.set_num_threads(cores)
         all_cores = statistics.median(_layer_figures(k, h, ops, n, dev)[0] for k in kinds[:2])

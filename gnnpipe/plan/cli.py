@@ -113,31 +113,6 @@ def _calibrate_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _parse_value(text: str) -> Any:
-    """A loader option value: int, float, true/false/none, else the string (as the trainer's CLI)."""
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _options(items: list[str]) -> dict[str, Any]:
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--data-option: expected KEY=VALUE, found {item!r}")
-        out[key.strip()] = _parse_value(text.strip())
-    return out
-
-
 def _stats(a: argparse.Namespace) -> Any:
     from gnnpipe.plan.inputs import graph_stats, stats_only
 
@@ -147,8 +122,9 @@ def _stats(a: argparse.Namespace) -> Any:
             raise ConfigError("command line: expected --dataset or --num-nodes/--num-edges/--features/--classes, "
                               "found both")
         from gnnpipe.data import load_dataset
+        from gnnpipe.data.options import parse_option_words
 
-        graph = load_dataset(a.dataset, root=a.data_root, **_options(a.data_option))
+        graph = load_dataset(a.dataset, root=a.data_root, **parse_option_words(a.data_option))
         return graph_stats(graph, method=a.partition, seed=a.seed)
     if any(v is None for v in given):
         raise ConfigError("command line: expected --dataset, or all of --num-nodes --num-edges --features "
