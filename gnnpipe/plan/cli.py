@@ -42,7 +42,8 @@ def profile_from_figures(*, flops: float, link_gbps: float, device_memory_gb: fl
     memory bandwidth (default ``flops / 10`` bytes/s) and its link. Assumptions:
     matmul forward + backward = 3x the forward FLOPs at ``flops``; an aggregation
     moves 24 bytes per (edge x width) forward + backward; a layer's elementwise rest
-    10 read-write passes per value; a call costs 20 us of launches; no runtime bytes
+    10 read-write passes per value, its input dropout 6 (a draw, a compare and a
+    multiply forward, a multiply backward); a call costs 20 us of launches; no runtime bytes
     beyond the allocator's count."""
     for what, v in (("--flops", flops), ("--link-gbps", link_gbps), ("--device-memory-gb", device_memory_gb)):
         if v is None or not v > 0:
@@ -53,6 +54,7 @@ def profile_from_figures(*, flops: float, link_gbps: float, device_memory_gb: fl
         device="given", threads=0, device_memory_bytes=int(device_memory_gb * 2**30),
         matmul_s_per_flop=3.0 / flops, aggregate_s_per_edge_row=24.0 / bw, gather_s_per_byte=2.0 / bw,
         encode_s_per_flop=2.0 / flops, sparse_encode_s_per_nnz_col=24.0 / bw, call_overhead_s=20e-6,
+        dropout_s_per_value=6 * 2 * 4 / bw,
         link_bytes_per_s=link_gbps * 1e9 / 8, link_latency_s=link_latency_us * 1e-6, runtime_bytes=0,
         layer_row_s_per_value={k: row for k in DEFAULT_SAVED}, saved_values_per_row=dict(DEFAULT_SAVED),
         source=f"given: {flops:.3g} FLOP/s, {bw / 1e9:.0f} GB/s memory, {link_gbps:g} Gbit/s link")
@@ -98,6 +100,7 @@ def _calibrate_main(argv: Sequence[str]) -> int:
     ap.add_argument("--out", required=True, metavar="FILE.json")
     ap.add_argument("--hidden", type=int, default=100), ap.add_argument("--features", type=int, default=512)
     ap.add_argument("--feature-density", type=float, default=1.0)
+    ap.add_argument("--mean-degree", type=float, default=16.0, help="in-edges per vertex of the graphs to plan")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--link-gbps", type=float), ap.add_argument("--link-latency-us", type=float, default=50.0)
@@ -106,8 +109,10 @@ def _calibrate_main(argv: Sequence[str]) -> int:
         if v < 1:
             raise ConfigError(f"{what}: expected an integer >= 1, found {v}")
     link = None if a.link_gbps is None else (a.link_gbps * 1e9 / 8, a.link_latency_us * 1e-6)
+    if not a.mean_degree > 0:
+        raise ConfigError(f"--mean-degree: expected a value > 0, found {a.mean_degree}")
     prof = calibrate(hidden=a.hidden, num_features=a.features, feature_density=a.feature_density,
-                     workers=a.workers, link=link, device=a.device)
+                     mean_degree=a.mean_degree, workers=a.workers, link=link, device=a.device)
     write_profile(prof, a.out)
     print(f"measured profile written to {a.out}")
     return 0
@@ -149,7 +154,8 @@ def _profile(a: argparse.Namespace, stats: Any) -> HardwareProfile:
 
         link = None if a.link_gbps is None else (a.link_gbps * 1e9 / 8, (a.link_latency_us or 50.0) * 1e-6)
         prof = calibrate(hidden=a.hidden, num_features=stats.num_features, feature_density=stats.feature_density,
-                         workers=a.workers, link=link, kinds=(a.model,) if a.model != "mlp" else ("gcn",))
+                         mean_degree=stats.num_edges / max(stats.num_nodes, 1), workers=a.workers, link=link,
+                         kinds=(a.model,) if a.model != "mlp" else ("gcn",))
     over: dict[str, Any] = {}
     if a.link_gbps is not None:
         over["link_bytes_per_s"] = a.link_gbps * 1e9 / 8

@@ -5,8 +5,10 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
 
 * a layer on a chunk: its dense matmul(s) (``2 n d_in d_out`` FLOPs), one
   aggregation (``edges x d_in``), its elementwise rest (``n x d_out``, per model
-  kind), one call's fixed cost; in the chunked modes also the gather of its
-  ``own + halo`` input rows and the scatter of their gradients;
+  kind), the dropout of its input over every row it reads (``(own + halo) x d_in``:
+  on a dense graph the halo rows are most of the cost), one call's fixed cost; in the
+  chunked modes also the gather of its ``own + halo`` input rows and the scatter of
+  their gradients;
 * ``single``: encode + L layers + classifier + Adam step, over all rows, at all cores
   (``single_speedup``);
 * the chunked modes' compute is scaled by ``contention`` (the measured slow-down of
@@ -77,6 +79,7 @@ class ModelShape:
     layer_params: tuple[int, ...]
     encode_params: int
     decode_params: int
+    dropout: float = 0.0
     model: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -100,7 +103,8 @@ class ModelShape:
                    num_classes=int(num_classes), input_proj=m.encode.linear is not None,
                    classifier=getattr(m.decode, "linear", None) is not None, needs_h0=bool(m.needs_h0),
                    h0_dim=int(m.h0_dim), layer_params=tuple(count(layer) for layer in m.layers),
-                   encode_params=count(m.encode), decode_params=count(m.decode), model=m)
+                   encode_params=count(m.encode), decode_params=count(m.decode),
+                   dropout=float(getattr(model_config, "dropout", 0.0) or 0.0), model=m)
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,8 @@ def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float
     if m.kind != "mlp":
         t += edges * d_in * p.aggregate_s_per_edge_row
     t += own * d_out * p.row_cost(m.kind) + p.call_overhead_s
+    if m.dropout > 0:
+        t += local * d_in * p.dropout_s_per_value
     if chunked:
         t += local * d_in * _E * p.gather_s_per_byte
     return t

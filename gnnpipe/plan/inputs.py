@@ -199,8 +199,11 @@ class HardwareProfile:
 
     Attributes (units in the names): ``matmul_s_per_flop`` dense [n, H] x [H, H];
     ``aggregate_s_per_edge_row`` one ChunkOps aggregation per (edge x width);
-    ``row_s_per_value`` the rest of a layer (activation, dropout, residuals) per
-    (row x width), by model kind in ``layer_row_s_per_value``; ``gather_s_per_byte``
+    ``row_s_per_value`` the rest of a layer (activation, residuals) per (row x
+    width) of its output, by model kind in ``layer_row_s_per_value``;
+    ``dropout_s_per_value`` a layer's input dropout, forward + backward, per (row x
+    width) of its input: it covers the halo rows too, which on a dense graph are
+    several times the own rows (``bench/chunk_overhead.py``); ``gather_s_per_byte``
     copying rows (``B_l[local_ids]``, concatenations); ``encode_s_per_flop`` the dense
     input projection with its dropout; ``sparse_encode_s_per_nnz_col`` the CSR one;
     ``call_overhead_s`` fixed cost of one layer call on a chunk (forward + backward);
@@ -225,6 +228,7 @@ class HardwareProfile:
     runtime_bytes: int
     single_speedup: float = 1.0
     contention: float = 1.0
+    dropout_s_per_value: float = 0.0
     layer_row_s_per_value: dict[str, float] = field(default_factory=dict)
     saved_values_per_row: dict[str, float] = field(default_factory=dict)
     shared_memory: bool = False
