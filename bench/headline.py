@@ -141,7 +141,8 @@ def method_text(rows: list[Row], records: list[dict[str, Any]]) -> str:
     graph_layout = one_stage and all(r.runs[0].get("chunks") in (None, r.point.get("ways")) for r in hybrids)
     matched, predicted = bytes_match_prediction(records)
     return (f"Test accuracy at the best validation epoch (monitor {monitor}), mean ± sample standard deviation "
-            f"over seeds {', '.join(map(str, seeds))}; a figure without ± is the same for every seed. Pipeline "
+            f"over seeds {', '.join(map(str, seeds))} (those with a record); a figure without ± comes from one "
+            "seed or is the same for every seed. Pipeline "
             f"is {_layouts(rows, 'pipeline')}, hybrid {_layouts(rows, 'hybrid')}"
             + (", which is graph parallelism's layout: the suite has no graph-mode run, so the hybrid bytes "
                "stand for graph mode's." if graph_layout else
