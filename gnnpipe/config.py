@@ -39,6 +39,7 @@ __all__ = [
     "MODELS",
     "MODES",
     "MODE_CHOICES",
+    "equal_layer_split",
     "DEFAULT_LAYOUT",
     "DATA_ROOT_ENV",
     "SECTIONS",
@@ -366,6 +367,10 @@ class ParallelConfig(_Checked):
             text = self.chunks.strip().lower()
             self._need(text == "auto" or text.isdigit(), "chunks", "an integer >= 1 or auto")
             self._set("chunks", "auto" if text == "auto" else int(text))
+        # Checks that hold whatever the mode (mode auto included).
+        self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
+        if self.backend == "nccl" and self.device == "cpu":
+            raise ConfigError("parallel.backend: expected gloo with device cpu, found 'nccl'")
         if mode == "auto":
             # The planner resolves workers' layout at the entry; what it is given
             # restricts it (ways for hybrid, chunks), a stage split cannot be given.
@@ -375,9 +380,6 @@ class ParallelConfig(_Checked):
                        "an integer >= 1 or auto")
             if self.chunks is None:
                 self._set("chunks", "auto")
-            self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
-            if self.backend == "nccl" and self.device == "cpu":
-                raise ConfigError("parallel.backend: expected gloo with device cpu, found 'nccl'")
             return
         if self.chunks == "auto" and mode in ("single", "graph"):
             self._set("chunks", 1 if mode == "single" else self.workers)  # the only valid count
@@ -412,12 +414,9 @@ class ParallelConfig(_Checked):
                     f"found {len(self.stage_split)}: {list(self.stage_split)}"
                 )
             self._need(all(x >= 1 for x in self.stage_split), "stage_split", "entries >= 1")
-        self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
         if mode not in ("pipeline", "hybrid"):
             self._need(self.stage_dtype == "same", "stage_dtype",
                        f"'same' in {mode} mode (stage_dtype is a pipeline/hybrid setting)")
-        if self.backend == "nccl" and self.device == "cpu":
-            raise ConfigError("parallel.backend: expected gloo with device cpu, found 'nccl'")
         # Whether CUDA is there is a question about the machine, not the config: it is
         # asked where the run starts (gnnpipe.engine.layout.resolve_layout).
 
@@ -442,9 +441,14 @@ class ParallelConfig(_Checked):
         the remainder)."""
         if self.stage_split is not None:
             return tuple(self.stage_split)
-        s = self.stages
-        base, extra = divmod(layers, s)
-        return tuple(base + (1 if i < extra else 0) for i in range(s))
+        return equal_layer_split(layers, self.stages)
+
+
+def equal_layer_split(layers: int, stages: int) -> tuple[int, ...]:
+    """Layers per stage of the equal split: ``layers // stages`` each, the first
+    ``layers % stages`` stages one more."""
+    base, extra = divmod(int(layers), int(stages))
+    return tuple(base + (1 if i < extra else 0) for i in range(int(stages)))
 
 
 # ---------------------------------------------------------------------------- run

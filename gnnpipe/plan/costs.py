@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gnnpipe.engine.layout import stage_layer_ranges
 from gnnpipe.plan.inputs import GraphStats, HardwareProfile
 
 __all__ = ["ModelShape", "TimeParts", "predict_time", "predict_memory", "TRANSIENT_ROWS", "layer_costs"]
@@ -165,11 +166,9 @@ def _allreduce_s(p: HardwareProfile, ranks: int, params: int) -> float:
 
 
 def _ranges(split: tuple[int, ...]) -> list[tuple[int, int]]:
-    out, a = [], 0
-    for n in split:
-        out.append((a + 1, a + int(n)))  # 1-based inclusive layer range
-        a += int(n)
-    return out
+    """1-based inclusive layer range of each stage (:func:`stage_layer_ranges`'s
+    0-based ``[a, b)`` as layers ``a + 1 .. b``)."""
+    return [(a + 1, b) for a, b in stage_layer_ranges(split)]
 
 
 def _stage_params(m: ModelShape, split: tuple[int, ...], s: int) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from gnnpipe.config import equal_layer_split as equal_split  # the split a run resolves
 from gnnpipe.engine.comm import KINDS
 from gnnpipe.errors import ConfigError
 from gnnpipe.plan.costs import ModelShape, layer_costs, predict_memory, predict_time
@@ -94,12 +95,6 @@ class Plan:
         return {"graph": self.graph, "model": self.model, "profile": self.profile_source,
                 "chosen": None if self.chosen is None else self.chosen.as_dict(), "reason": self.reason,
                 "candidates": [c.as_dict() for c in self.candidates]}
-
-
-def equal_split(layers: int, stages: int) -> tuple[int, ...]:
-    """As :meth:`gnnpipe.config.ParallelConfig.layer_split`: earlier stages take the rest."""
-    base, extra = divmod(int(layers), int(stages))
-    return tuple(base + (1 if i < extra else 0) for i in range(stages))
 
 
 def balanced_split(layer_s: list[float], stages: int, first_extra_s: float, last_extra_s: float) -> tuple[int, ...]:
