@@ -17,9 +17,10 @@ the backend. The process-group timeout (``GNNPIPE_DIST_TIMEOUT_S``) bounds every
 blocking transfer, so a worker whose peer vanished without closing its sockets still
 ends instead of hanging. Under torchrun, where no heartbeat is watched, it is also what
 ends a run with a stuck rank: 60 s by default. A local launcher's worker defaults to 30
-minutes, because the launcher's heartbeat names a stuck rank first and a healthy peer may
-keep it waiting for minutes (evaluation, checkpoint writes on a large graph). The local launcher's stall timeout
-(``GNNPIPE_STALL_TIMEOUT_S``, default 60 s) is read here too, by the same rule.
+minutes, because the launcher's heartbeat names a stuck rank first and a healthy peer
+may keep it waiting for minutes (evaluation, checkpoint writes on a large graph). The
+local launcher's stall timeout (``GNNPIPE_STALL_TIMEOUT_S``, default 60 s) is read here
+too, by the same rule.
 
 This is what every worker needs however it was started, and all a torchrun worker
 needs: the local launcher (:mod:`~gnnpipe.engine.launch`) is not part of it.

@@ -103,13 +103,13 @@ def dataset_digest(graph: Any) -> str:
     """The first 16 hex digits of a sha256 over the graph's content (structure,
     features, labels, masks): the manifest's ``dataset.content_sha256``, so that a
     dataset file changed under the same name and sizes is another dataset. One pass
-    over the features (about 0.2 s per 100 MB), made only when checkpoints are on."""
+    over the features (0.09 s for 100 MB here), made only when checkpoints are on."""
     h = hashlib.sha256()
     f = graph.features
     for t in (graph.indptr, graph.indices, graph.labels, graph.train_mask, graph.val_mask, graph.test_mask,
               *((f,) if isinstance(f, torch.Tensor) else (f.crow, f.col, f.values))):
         h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())  # the buffer, no copy
     return h.hexdigest()[:16]
 
 
