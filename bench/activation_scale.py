@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from .runner import load_average, machine, now_utc, write_json
+from .runner import load_average, write_measurement
 
 DEFAULT_CASES = ("amazon_photo:gcn", "amazon_photo:sage", "amazon_photo:gcnii", "amazon_photo:resgcn+")
 
@@ -77,13 +76,11 @@ def main(argv: list[str] | None = None) -> int:
                       "train_over_eval": ratio})
         print(f"{case}: train/eval norm of the layer input at layers 1, L/2, L: "
               f"{ratio[0]:.3g}, {ratio[len(ratio) // 2]:.3g}, {ratio[-1]:.3g}", flush=True)
-    write_json(Path(args.out), {
-        "what": "Frobenius norm of each layer's input (index 0 = layer 1) over all rows, one forward with dropout "
-                "(training mode) and one without (evaluation mode), at initialisation, no gradient (measured); "
-                "train_over_eval computed",
-        "config": {k: v for k, v in vars(args).items() if k != "out"}, "written_utc": now_utc(),
-        "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
-        "cases": cases})
+    write_measurement(
+        args,
+        "Frobenius norm of each layer's input (index 0 = layer 1) over all rows, one forward with dropout "
+        "(training mode) and one without (evaluation mode), at initialisation, no gradient (measured); "
+        "train_over_eval computed", load_before, cases=cases)
     return 0
 
 

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from gnnpipe.plan.calibrate import median_time_s
 
-from .runner import load_average, machine, now_utc, write_json
+from .runner import load_average, write_measurement
 
 
 def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str, Any]:
@@ -108,12 +107,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{1e3 * results[-1]['mask_stale_where_s']:.1f} ms; dropout over the chunks' local rows "
               f"{1e3 * results[-1]['dropout_chunks_s']:.1f} ms, over the N rows once "
               f"{1e3 * results[-1]['dropout_once_s']:.1f} ms", flush=True)
-    write_json(Path(args.out), {
-        "what": "seconds per layer of a pipeline stage's per-chunk kernels, summed over the C chunks, one thread, "
-                "median of repeats (measured); copies_share computed",
-        "config": {k: v for k, v in vars(args).items() if k != "out"}, "written_utc": now_utc(),
-        "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(),
-        "results": results})
+    write_measurement(
+        args,
+        "seconds per layer of a pipeline stage's per-chunk kernels, summed over the C chunks, one thread, "
+        "median of repeats (measured); copies_share computed", load_before, results=results)
     return 0
 
 

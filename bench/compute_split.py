@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .runner import load_average, machine, now_utc, write_json
+from .runner import load_average, write_measurement
 
 DEFAULT_CASES = ("blogcatalog:gcnii", "blogcatalog:gcn", "amazon_photo:gcnii", "amazon_photo:gcn")
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--chunks", type=int, default=8)
     args = ap.parse_args(argv)
-    cases = []
+    cases, load_before = [], load_average()
     with tempfile.TemporaryDirectory() as tmp:
         for case in args.cases:
             dataset, _, model = case.partition(":")
@@ -103,12 +103,11 @@ def main(argv: list[str] | None = None) -> int:
             cases.append({"dataset": dataset, "model": model, "runs": runs,
                           "computed": compare(runs, args.stages, args.chunks)})
             print(json.dumps({"case": case, **cases[-1]["computed"]}), flush=True)
-    write_json(Path(args.out), {
-        "what": "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
-                "(S workers, one thread each) and graph mode (S workers); the pipeline's compute is its slowest "
-                "rank's time split (measured); ratios computed",
-        "config": {k: v for k, v in vars(args).items() if k != "out"}, "written_utc": now_utc(),
-        "machine": machine(), "cases": cases})
+    write_measurement(
+        args,
+        "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
+        "(S workers, one thread each) and graph mode (S workers); the pipeline's compute is its slowest "
+        "rank's time split (measured); ratios computed", load_before, cases=cases)
     return 0
 
 

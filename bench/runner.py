@@ -90,6 +90,15 @@ def write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def write_measurement(args: Any, what: str, load_before: list[float] | None, **body: Any) -> None:
+    """A standalone benchmark's JSON at ``args.out``: what it measured, its flags
+    (``args`` less ``out``), when, the machine and the load average before (as the
+    caller read it) and after, then ``body``."""
+    write_json(Path(args.out), {
+        "what": what, "config": {k: v for k, v in vars(args).items() if k != "out"}, "written_utc": now_utc(),
+        "machine": machine(), "load_average_before": load_before, "load_average_after": load_average(), **body})
+
+
 def read_json(path: Path) -> Any | None:
     """The JSON at ``path``, or None when it is missing or unreadable."""
     try:
