@@ -73,6 +73,10 @@ class EpochState:
         drift: 1-based layer -> [sum of squared (fresh - historical), sum of squared
             fresh] over the sampled rows (:meth:`gnnpipe.engine.stage.Stage.forward`),
             a tensor [2] on the device, read once at the end of the epoch.
+        epoch: the epoch's index (the chunk orders' and the dropout masks' key).
+        masks: the epoch's dropout masks (:class:`gnnpipe.models.masks.EpochMasks`),
+            made by the stage's ``begin_epoch``.
+        forwards_done: chunks this stage has run forward this epoch.
     """
 
     orders: tuple[tuple[int, ...], ...]
@@ -90,3 +94,6 @@ class EpochState:
     h0_det: Tensor | None = None
     h0_grad: Tensor | None = None
     drift: dict[int, Tensor] = field(default_factory=dict)
+    epoch: int = 0
+    masks: Any = None
+    forwards_done: int = 0
