@@ -75,8 +75,7 @@ class EpochState:
             a tensor [2] on the device, read once at the end of the epoch.
         epoch: the epoch's index (the chunk orders' and the dropout masks' key).
         masks: the epoch's dropout masks (:class:`gnnpipe.models.masks.EpochMasks`),
-            made by the stage's ``begin_epoch``.
-        forwards_done: chunks this stage has run forward this epoch.
+            made by the stage's ``begin_epoch``; the backward reads them too.
     """
 
     orders: tuple[tuple[int, ...], ...]
@@ -96,4 +95,3 @@ class EpochState:
     drift: dict[int, Tensor] = field(default_factory=dict)
     epoch: int = 0
     masks: Any = None
-    forwards_done: int = 0

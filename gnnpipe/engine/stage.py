@@ -55,7 +55,7 @@ from torch import Tensor
 from gnnpipe.engine.epoch_state import EpochState
 from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
 from gnnpipe.engine.way_exchange import WayExchange
-from gnnpipe.models.masks import EpochMasks
+from gnnpipe.models.masks import EpochMasks, MaskRows
 from gnnpipe.models.objective import training_loss
 
 __all__ = ["Stage", "TAG_FWD", "TAG_BWD", "DRIFT_ROWS"]
@@ -358,20 +358,14 @@ class Stage:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
             state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
-        st.forwards_done += 1
-        if st.forwards_done == len(self.my_chunks):
-            st.masks.release_all()  # type: ignore[union-attr]
 
-    def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> Tensor | None:
+    def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> MaskRows | None:
         """The rows ``rows`` (row-space ids, or a slice of them) of slot ``slot``'s
-        dropout mask this epoch; None when the slot has no dropout (module docstring:
-        Dropout).
-
-        Shapes: -> [len(rows), width] bool."""
+        dropout mask this epoch, gathered where applied; None when the slot has no
+        dropout (module docstring: Dropout)."""
         if p == 0.0:
             return None
-        mask = st.masks.keep(slot, self.rows.n_rows, width, p)  # type: ignore[union-attr]
-        return mask[rows] if isinstance(rows, slice) else mask.index_select(0, rows)
+        return MaskRows(st.masks.keep(slot, self.rows.n_rows, width, p), rows)  # type: ignore[union-attr]
 
     def _measure_drift(self, st: EpochState, l: int, own: slice, x_own: Tensor) -> None:
         """Add chunk rows' drift at layer ``l`` to ``st.drift`` before they are written:

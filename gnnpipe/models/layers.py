@@ -27,6 +27,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .masks import MaskRows
+
 __all__ = [
     "dropout",
     "GNNLayer",
@@ -49,14 +51,21 @@ class _Dropout(torch.autograd.Function):
     ``x * float_mask`` would keep a float mask (4 bytes per entry) alive until
     backward; in a pipelined stage that mask covers own *and* halo rows of every layer
     of every chunk in flight, which made it the largest saved tensor. ``keep`` is the
-    mask when given (drawn once for all readers of the rows), else it is drawn here.
+    mask when given (drawn once for all readers of the rows), else it is drawn here; a
+    :class:`MaskRows` is gathered again in backward and nothing is saved.
     """
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, p: float, keep: Tensor | None,  # type: ignore[override]
+    def forward(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,  # type: ignore[override]
                 generator: torch.Generator | None) -> Tensor:
         scale = 1.0 / (1.0 - p)
         ctx.scale = scale
+        ctx.mask_rows = None
+        if isinstance(keep, MaskRows):
+            # The full mask and the row ids outlive the backward anyway (the stage holds
+            # them): keep a reference, not a [rows, d] copy.
+            ctx.mask_rows = keep
+            return x.mul(keep.gather()).mul_(scale)
         if keep is not None:
             ctx.save_for_backward(keep)
             return x.mul(keep).mul_(scale)
@@ -69,7 +78,7 @@ class _Dropout(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
-        (keep,) = ctx.saved_tensors
+        keep = ctx.mask_rows.gather() if ctx.mask_rows is not None else ctx.saved_tensors[0]
         return grad.mul(keep).mul_(ctx.scale), None, None, None
 
 
@@ -79,14 +88,15 @@ def _uniform_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
     return torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
 
 
-def dropout(x: Tensor, p: float, training: bool, keep: Tensor | None = None,
+def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None = None,
             generator: torch.Generator | None = None) -> Tensor:
     """Inverted dropout: each entry is zeroed with probability ``p`` and the others are
     scaled by ``1 / (1 - p)``, the same distribution as ``F.dropout``.
 
-    ``keep`` (bool, True = kept) is the mask to apply when the caller drew it (one
-    mask per row shared by every reader of the row, :mod:`gnnpipe.models.masks`);
-    otherwise one is drawn from ``generator`` (default: torch's default generator).
+    ``keep`` (bool, True = kept, or the :class:`MaskRows` of a larger mask) is the mask
+    to apply when the caller drew it (one mask per row shared by every reader of the
+    row, :mod:`gnnpipe.models.masks`); otherwise one is drawn from ``generator``
+    (default: torch's default generator).
 
     Why not ``F.dropout``: on CPU its Bernoulli sampling is the most expensive step of
     a wide layer (about half of a GCN epoch on Cora); a uniform draw compared with
@@ -102,7 +112,7 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | None = None,
         return x
     if not x.requires_grad:
         if keep is not None:
-            return x.mul(keep).mul_(1.0 / (1.0 - p))
+            return x.mul(keep.gather() if isinstance(keep, MaskRows) else keep).mul_(1.0 / (1.0 - p))
         return x * _uniform_like(x, generator).ge_(p).mul_(1.0 / (1.0 - p))
     return _Dropout.apply(x, p, keep, generator)
 
@@ -322,7 +332,8 @@ class MLPLayer(_DenseWeightLayer):
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
-        h = dropout(h_local[: ops.num_own], self.dropout, self.training,
-                    None if keep is None else keep[: ops.num_own])
+        if keep is not None:
+            keep = keep.head(ops.num_own) if isinstance(keep, MaskRows) else keep[: ops.num_own]
+        h = dropout(h_local[: ops.num_own], self.dropout, self.training, keep)
         out = h @ self.weight if self.bias is None else torch.addmm(self.bias, h, self.weight)
         return F.relu(out, inplace=True) if self.activation else out

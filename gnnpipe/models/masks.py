@@ -25,10 +25,12 @@ These are process-free values: the engines decide who draws what.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
-__all__ = ["EpochMasks", "mask_seed"]
+__all__ = ["EpochMasks", "MaskRows", "mask_seed"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -49,6 +51,31 @@ def mask_seed(seed: int, epoch: int, slot: int, stream: int = 0) -> int:
     return z >> 1
 
 
+@dataclass(frozen=True)
+class MaskRows:
+    """Rows ``rows`` of a keep mask, gathered when dropout applies them, in forward and
+    again in backward, so that no gathered copy is kept between the two.
+
+    A stage's chunks read own and halo rows (3.4x the own rows on the 200k synthetic
+    graph at C = 8, 6.4 N rows a layer on BlogCatalog): keeping each chunk's gathered
+    mask until its backward would hold that many bytes per layer; the stage holds its
+    layers' N-row masks instead, and gathering a bool row is cheap.
+
+    Shapes: mask [n, d] bool; rows int64 [m] (or a slice of m rows); gathered [m, d].
+    """
+
+    mask: Tensor
+    rows: Tensor | slice
+
+    def gather(self) -> Tensor:
+        return self.mask[self.rows] if isinstance(self.rows, slice) else self.mask.index_select(0, self.rows)
+
+    def head(self, m: int) -> "MaskRows":
+        """The first ``m`` of the rows (a layer that reads only its own rows)."""
+        return MaskRows(self.mask, self.rows[:m] if not isinstance(self.rows, slice)
+                        else slice(self.rows.start, self.rows.start + m))
+
+
 class EpochMasks:
     """The dropout masks of one epoch.
 
@@ -59,7 +86,8 @@ class EpochMasks:
         stream: the way whose rows the masks cover.
 
     ``keep(slot, num_rows, width, p)`` is the bool keep mask of a slot for dropout
-    probability ``p`` (drawn on first use, then cached until :meth:`release`);
+    probability ``p`` (drawn on first use, then kept for the epoch: the backward
+    gathers its rows again);
     ``generator(slot)`` a fresh generator for a draw of another shape (the input
     projection's).
 
@@ -82,8 +110,3 @@ class EpochMasks:
             u = torch.rand(num_rows, width, generator=self.generator(slot), device=self.device)
             mask = self._keep[slot] = u >= p  # P(u >= p) = 1 - p
         return mask
-
-    def release_all(self) -> None:
-        """Free the masks once no reader needs them (every chunk has read them; the
-        backward keeps the rows it read)."""
-        self._keep.clear()

@@ -17,6 +17,7 @@ import torch
 from gnnpipe.data.graph import Graph
 from gnnpipe.kernels import ChunkOps
 from gnnpipe.models import GCNIILayer, GCNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
+from gnnpipe.models.masks import MaskRows
 from gnnpipe.partition.plan import build_chunk_plans, whole_graph_plan
 
 DT = torch.float64
@@ -118,7 +119,8 @@ def test_layer_chunked_equals_whole_graph_forward_and_backward(graph, whole_ops,
     for plan, ops in chunks:
         h_local = x_c[plan.local_global_nid]
         h0_own = h0_c[plan.row_start:plan.row_end] if layer.needs_h0 else None
-        out_k = layer(h_local, ops, h0_own, None if keep is None else keep[plan.local_global_nid])
+        # As a stage passes it: the chunk's rows of the whole mask, gathered where applied.
+        out_k = layer(h_local, ops, h0_own, None if keep is None else MaskRows(keep, plan.local_global_nid))
         assert out_k.shape == (plan.num_own, d_out)
         (out_k * g_out[plan.row_start:plan.row_end]).sum().backward()
         rows.append(out_k.detach())
@@ -311,3 +313,24 @@ def test_dropout_draws_from_the_given_generator():
     b = dropout(x, 0.5, True, generator=torch.Generator().manual_seed(8))
     c = dropout(x, 0.5, True, generator=torch.Generator().manual_seed(9))
     assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_dropout_with_mask_rows_saves_no_gathered_copy_and_equals_the_gathered_mask():
+    # A stage passes MaskRows (its layer's N-row mask and the chunk's row ids): the
+    # backward gathers the rows again, so nothing of the chunk's size is kept.
+    from gnnpipe.models.masks import MaskRows
+
+    gen = torch.Generator().manual_seed(5)
+    mask = torch.rand(40, 6, generator=gen) >= 0.5
+    ids = torch.tensor([3, 17, 17, 0, 39, 8])
+    x = torch.randn(6, 6, generator=gen, dtype=DT, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = dropout(x, 0.5, True, MaskRows(mask, ids))
+    assert saved == []
+    g = torch.randn(6, 6, generator=gen, dtype=DT)
+    y.backward(g)
+    x2 = x.detach().clone().requires_grad_(True)
+    y2 = dropout(x2, 0.5, True, mask[ids])
+    y2.backward(g)
+    assert torch.equal(y.detach(), y2.detach()) and torch.equal(x.grad, x2.grad)

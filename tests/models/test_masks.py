@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gnnpipe.models.masks import EpochMasks, mask_seed
+from gnnpipe.models.masks import EpochMasks, MaskRows, mask_seed
 
 
 def test_the_same_key_draws_the_same_mask_whatever_the_default_generator():
@@ -28,13 +28,21 @@ def test_a_mask_keeps_a_fraction_one_minus_p():
     assert abs(float(keep.double().mean()) - 0.7) < 0.01  # 100k draws: sd ~0.0015
 
 
-def test_a_slot_is_drawn_once_until_released():
+def test_a_slot_is_drawn_once_per_epoch():
     m = EpochMasks(0, 1, "cpu")
     first = m.keep(1, 10, 4, 0.5)
+    state = torch.get_rng_state()
     assert m.keep(1, 10, 4, 0.5) is first
-    m.release_all()
-    again = m.keep(1, 10, 4, 0.5)
-    assert again is not first and torch.equal(again, first)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_mask_rows_gather_ids_or_a_slice_and_their_head():
+    mask = EpochMasks(0, 1, "cpu").keep(1, 10, 4, 0.5)
+    ids = torch.tensor([7, 2, 2, 9])
+    assert torch.equal(MaskRows(mask, ids).gather(), mask[ids])
+    assert torch.equal(MaskRows(mask, ids).head(2).gather(), mask[ids[:2]])
+    assert torch.equal(MaskRows(mask, slice(3, 8)).gather(), mask[3:8])
+    assert torch.equal(MaskRows(mask, slice(3, 8)).head(2).gather(), mask[3:5])
 
 
 def test_the_input_generator_is_keyed_like_the_masks():
