@@ -42,9 +42,11 @@ def _records(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _key(record: dict[str, Any]) -> tuple[str, str, str, int]:
+def _key(record: dict[str, Any]) -> tuple[str, str, str, int, int]:
+    """(dataset, model, mode, snapshot period, seed) of a record."""
     cfg = record["config"]
-    return (cfg["data"]["dataset"], cfg["model"]["model"], cfg["parallel"]["mode"], int(cfg["train"]["seed"]))
+    return (cfg["data"]["dataset"], cfg["model"]["model"], cfg["parallel"]["mode"],
+            int(cfg["parallel"].get("snapshot_period", 1)), int(cfg["train"]["seed"]))
 
 
 def _stats(values: list[float]) -> dict[str, Any]:
@@ -52,59 +54,74 @@ def _stats(values: list[float]) -> dict[str, Any]:
             "std": statistics.stdev(values) if len(values) > 1 else None, "n": len(values)}
 
 
+def _acc(r: dict[str, Any]) -> float:
+    return 100.0 * r["record"]["best"]["test_acc"]
+
+
+def _rev(r: dict[str, Any]) -> str:
+    return str((r["sidecar"].get("source") or {}).get("commit"))
+
+
 def compare(paper: dict[str, dict[str, Any]], masks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (dataset, model, mode) that the new suite has: the seeds that the new
-    suite, the old records and the exact runs all have, and their figures."""
-    by_key = {_key(r["record"]): (name, r) for name, r in paper.items()}
+    """One row per (dataset, model, mode, snapshot period) that the new suite has, over
+    the seeds whose exact run the paper suite has. The per-chunk-mask columns cover the
+    seeds that also have the paper suite's twin (None where none has: a setting the
+    paper suite did not run)."""
+    by_key = {_key(r["record"]): r for r in paper.values()}
+    # Single mode ignores the pipeline's settings: its runs are known by dataset, model, seed.
+    exact_by = {(k[0], k[1], k[4]): r for k, r in by_key.items() if k[2] == "single"}
     rows = []
-    cells = sorted({k[:3] for k in (_key(r["record"]) for r in masks.values())})
-    for dataset, model, mode in cells:
-        seeds, new, old, exact, new_t, old_t, revs_old, revs_new = [], [], [], [], [], [], set(), set()
-        for name, r in masks.items():
+    cells = sorted({k[:4] for k in (_key(r["record"]) for r in masks.values())})
+    for cell in cells:
+        dataset, model, mode, period = cell
+        seeds, new, exact, new_t, twins = [], [], [], [], []
+        for r in masks.values():
             k = _key(r["record"])
-            if k[:3] != (dataset, model, mode):
+            exact_r = exact_by.get((dataset, model, k[4]))
+            if k[:4] != cell or exact_r is None:
                 continue
-            old_r = by_key.get(k)
-            exact_r = by_key.get((dataset, model, "single", k[3]))
-            if old_r is None or exact_r is None:
-                continue
-            seeds.append(k[3])
-            new.append(100.0 * r["record"]["best"]["test_acc"])
-            old.append(100.0 * old_r[1]["record"]["best"]["test_acc"])
-            exact.append(100.0 * exact_r[1]["record"]["best"]["test_acc"])
+            seeds.append(k[4])
+            new.append(_acc(r))
+            exact.append(_acc(exact_r))
             new_t.append(r["record"]["summary"]["mean_epoch_time_s"])
-            old_t.append(old_r[1]["record"]["summary"]["mean_epoch_time_s"])
-            revs_new.add((r["sidecar"].get("source") or {}).get("commit"))
-            revs_old.add((old_r[1]["sidecar"].get("source") or {}).get("commit"))
+            old_r = by_key.get(k)
+            if old_r is not None:
+                twins.append((_acc(old_r), _acc(exact_r), old_r["record"]["summary"]["mean_epoch_time_s"],
+                              _rev(old_r)))
         if not seeds:
             continue
         rows.append({
-            "dataset": dataset, "model": model, "mode": mode, "seeds": sorted(seeds),
-            "exact_test_acc": _stats(exact),
-            "per_chunk_masks_test_acc": _stats(old), "shared_masks_test_acc": _stats(new),
-            "per_chunk_minus_exact": statistics.fmean(o - e for o, e in zip(old, exact)),
+            "dataset": dataset, "model": model, "mode": mode, "snapshot_period": period, "seeds": sorted(seeds),
+            "exact_test_acc": _stats(exact), "shared_masks_test_acc": _stats(new),
             "shared_minus_exact": statistics.fmean(n - e for n, e in zip(new, exact)),
-            "per_chunk_epoch_s": statistics.fmean(old_t), "shared_epoch_s": statistics.fmean(new_t),
-            "per_chunk_revisions": sorted(str(r) for r in revs_old),
-            "shared_revisions": sorted(str(r) for r in revs_new)})
+            "shared_epoch_s": statistics.fmean(new_t),
+            "shared_revisions": sorted({_rev(r) for r in masks.values() if _key(r["record"])[:4] == cell}),
+            "per_chunk_seeds": len(twins),
+            "per_chunk_masks_test_acc": _stats([t[0] for t in twins]) if twins else None,
+            "per_chunk_minus_exact": statistics.fmean(t[0] - t[1] for t in twins) if twins else None,
+            "per_chunk_epoch_s": statistics.fmean(t[2] for t in twins) if twins else None,
+            "per_chunk_revisions": sorted({t[3] for t in twins})})
     return rows
 
 
-def _pm(s: dict[str, Any]) -> str:
-    if s["mean"] is None:
+def _pm(s: dict[str, Any] | None) -> str:
+    if s is None or s["mean"] is None:
         return "-"
     return f"{s['mean']:.2f}" + (f" +- {s['std']:.2f}" if s["std"] is not None else "")
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| dataset | model | mode | seeds | exact | per-chunk masks (diff) | shared masks (diff) "
-             "| epoch s per-chunk / shared |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| dataset | model | mode | R | seeds | exact | per-chunk masks (diff) | shared masks (diff) "
+             "| epoch s per-chunk / shared |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        old = "-" if r["per_chunk_minus_exact"] is None else (
+            f"{_pm(r['per_chunk_masks_test_acc'])} ({r['per_chunk_minus_exact']:+.2f})")
+        old_t = "-" if r["per_chunk_epoch_s"] is None else f"{r['per_chunk_epoch_s']:.3f}"
         lines.append(
-            f"| {r['dataset']} | {r['model']} | {r['mode']} | {len(r['seeds'])} | {_pm(r['exact_test_acc'])} "
-            f"| {_pm(r['per_chunk_masks_test_acc'])} ({r['per_chunk_minus_exact']:+.2f}) "
+            f"| {r['dataset']} | {r['model']} | {r['mode']} | {r['snapshot_period']} | {len(r['seeds'])} "
+            f"| {_pm(r['exact_test_acc'])} | {old} "
             f"| {_pm(r['shared_masks_test_acc'])} ({r['shared_minus_exact']:+.2f}) "
-            f"| {r['per_chunk_epoch_s']:.3f} / {r['shared_epoch_s']:.3f} |")
+            f"| {old_t} / {r['shared_epoch_s']:.3f} |")
     return "\n".join(lines)
 
 
