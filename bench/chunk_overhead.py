@@ -8,8 +8,10 @@ backward, the mask that drops the gradient of stale halo rows (an in-place multi
 0/1 factor per row; ``mask_stale_where`` times the ``torch.where`` the stage used before,
 outside the share) and the scatter of the rest into ``G_l`` (``index_add_``). A layer
 also applies dropout to its whole input, own and halo rows: ``dropout_chunks`` times that
-(forward and backward) over the C chunks' local rows, ``dropout_once`` over the N rows
-once, as single mode does (both outside the share). On a dense graph a chunk's halo is
+(forward and backward) over the C chunks' local rows, each drawing its own mask (the
+stage until the masks change), ``dropout_shared`` one mask drawn over the N rows and
+applied to each chunk's rows of it (:mod:`gnnpipe.models.masks`, the stage now), and
+``dropout_once`` over the N rows once, as single mode does (all outside the share). On a dense graph a chunk's halo is
 most of N, so the copies move several times N rows per layer. This times each of these
 kernels alone, one thread, summed over the C chunks of a METIS partition, median of
 ``--repeats``; the ``copies`` share is (gather + mask + scatter) over all six.
@@ -37,6 +39,7 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     Shapes: B, G [N, hidden]; per chunk h_local [n_local, hidden], out [n_own, hidden]."""
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.layers import dropout
+    from gnnpipe.models.masks import EpochMasks
     from gnnpipe.partition import chunk_graph
 
     plans = chunk_graph(graph, num_chunks).plans
@@ -76,10 +79,18 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
             y = dropout(h, 0.5, True)
             torch.autograd.grad(y, h, torch.ones_like(y))
 
+    def dropout_shared_fb() -> None:
+        keep = EpochMasks(0, 1, "cpu").keep(1, n, hidden, 0.5)  # drawn once per layer
+        for h, ids in zip(h_local, local_ids):
+            y = dropout(h, 0.5, True, keep.index_select(0, ids))
+            torch.autograd.grad(y, h, torch.ones_like(y))
+
     dropout_chunks = median_time_s(lambda: dropout_fb(h_local), repeats)
+    dropout_shared = median_time_s(dropout_shared_fb, repeats)
     dropout_once = median_time_s(lambda: dropout_fb([B.clone().requires_grad_()]), repeats)
     copies = seconds["gather"] + seconds["mask_stale"] + seconds["scatter"]
-    return {"mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks, "dropout_once_s": dropout_once, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
+    return {"mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks, "dropout_shared_s": dropout_shared,
+            "dropout_once_s": dropout_once, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
             "local_rows_over_n": sum(len(i) for i in local_ids) / n,
             "halo_rows_over_n": sum(len(h) for h in halo_ids) / n,
             "seconds_per_layer": seconds, "copies_share": copies / sum(seconds.values())}
@@ -105,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in s.items())
               + f"; copies {100 * results[-1]['copies_share']:.0f} %; mask with torch.where "
               f"{1e3 * results[-1]['mask_stale_where_s']:.1f} ms; dropout over the chunks' local rows "
-              f"{1e3 * results[-1]['dropout_chunks_s']:.1f} ms, over the N rows once "
+              f"{1e3 * results[-1]['dropout_chunks_s']:.1f} ms, one mask applied to them "
+              f"{1e3 * results[-1]['dropout_shared_s']:.1f} ms, over the N rows once "
               f"{1e3 * results[-1]['dropout_once_s']:.1f} ms", flush=True)
     write_measurement(
         args,

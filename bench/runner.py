@@ -12,7 +12,9 @@ its hash (:func:`bench.suite.run_name`):
   writes differently (a default made explicit) but which resolve to the same config
   is renamed to the run's new name, not run again (:func:`adopt_records`).
 * ``NAME.run.json``: the runner's sidecar: argv, settings, wall time of the
-  subprocess, exit code, and the load average before and after the run.
+  subprocess, exit code, the load average before and after the run, and the source
+  revision of the gnnpipe it ran (:func:`source_revision`: the record's config does
+  not change when the code does).
 * ``NAME.failed.json``: only for a run that failed: exit code and the stderr tail.
   The suite goes on with the next run; a rerun tries the failed run again.
 * ``NAME.log``: the run's stdout and stderr.
@@ -68,15 +70,41 @@ def _version(package: str) -> str | None:
         return None
 
 
+def source_revision() -> dict[str, Any] | None:
+    """The git commit of the gnnpipe source that this environment imports, and whether
+    its ``gnnpipe/`` differs from that commit (``dirty``); None when it is not a git
+    checkout (an installed wheel: ``machine()["gnnpipe"]`` is its version).
+
+    The package is located without importing it (``importlib.util.find_spec``), as the
+    trainer subprocesses, which share this environment, find it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gnnpipe")
+    if spec is None or spec.origin is None:
+        return None
+    pkg = Path(spec.origin).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(pkg), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return None
+        status = subprocess.run(["git", "-C", str(pkg), "status", "--porcelain", "--", "."],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()), "path": str(pkg)}
+
+
 def machine() -> dict[str, Any]:
-    """The machine the suite runs on (read without importing torch)."""
+    """The machine the suite runs on (read without importing torch), and the source
+    revision of the gnnpipe it runs."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         usable = os.cpu_count()
     return {"hostname": socket.gethostname(), "cpu_cores": {"logical": os.cpu_count(), "usable": usable},
             "platform": platform.platform(), "python": platform.python_version(),
-            "torch": _version("torch"), "gnnpipe": _version("gnnpipe")}
+            "torch": _version("torch"), "gnnpipe": _version("gnnpipe"), "source": source_revision()}
 
 
 def now_utc() -> str:
@@ -165,7 +193,8 @@ def execute(spec: RunSpec, out_dir: Path, data_root: str | None,
     side = {"name": spec.name, "argv": args, "point": spec.point, "grid": spec.grid,
             "started_utc": started, "wall_s": round(wall, 3), "returncode": proc.returncode,
             "status": "ok" if ok else "failed", "load_average_before": load_before,
-            "load_average_after": load_average(), "hostname": socket.gethostname()}
+            "load_average_after": load_average(), "hostname": socket.gethostname(),
+            "source": source_revision()}
     write_json(files.sidecar, side)
     if ok:
         files.failed.unlink(missing_ok=True)

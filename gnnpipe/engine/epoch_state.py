@@ -73,6 +73,9 @@ class EpochState:
         drift: 1-based layer -> [sum of squared (fresh - historical), sum of squared
             fresh] over the sampled rows (:meth:`gnnpipe.engine.stage.Stage.forward`),
             a tensor [2] on the device, read once at the end of the epoch.
+        epoch: the epoch's index (the chunk orders' and the dropout masks' key).
+        masks: the epoch's dropout masks (:class:`gnnpipe.models.masks.EpochMasks`),
+            made by the stage's ``begin_epoch``; the backward reads them too.
     """
 
     orders: tuple[tuple[int, ...], ...]
@@ -90,3 +93,5 @@ class EpochState:
     h0_det: Tensor | None = None
     h0_grad: Tensor | None = None
     drift: dict[int, Tensor] = field(default_factory=dict)
+    epoch: int = 0
+    masks: Any = None

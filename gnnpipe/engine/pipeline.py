@@ -100,7 +100,8 @@ class StageRunner:
         for o in orders:
             for t, k in enumerate(o):
                 step_of[k] = t
-        state = EpochState(orders=orders, step_of=step_of.to(st.device), timer=StageTimer(self.comm))
+        state = EpochState(orders=orders, step_of=step_of.to(st.device), timer=StageTimer(self.comm),
+                           epoch=epoch)
         schedule = sch.build_schedule(layout.stages, st.num_chunks, orders[st.way],
                                       num_steps=max(len(o) for o in orders))
         if self.epochs_done == 0 and logger.isEnabledFor(logging.DEBUG):

@@ -24,9 +24,11 @@ a layer ``l >= 2`` (the reads of layer 1 are exact and are not scaled). The stag
 split does not change these semantics (every stage sees the same order), only which
 stage owns which parameters, which :meth:`stage_of` reports.
 
-Dropout draws from this process's default generator, so with dropout > 0 the masks
-are not those of a distributed run (same distribution, other samples); the oracle
-comparisons use dropout 0 and float64.
+Dropout draws one mask per row and layer per epoch over each way's rows from a
+generator keyed by ``(seed, epoch, layer, way)`` (:class:`gnnpipe.models.masks.EpochMasks`),
+as a stage does, so the distributed runs match the simulator with dropout too. As in
+hybrid mode, each way encodes its own rows (its block and the rows its chunks read)
+with its own input dropout. The oracle comparisons use float64.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ import torch
 from torch import Tensor, nn
 
 from gnnpipe.engine.layout import stage_layer_ranges
+from gnnpipe.engine.row_space import build_row_space
 from gnnpipe.engine.schedule import way_blocks, way_orders
 from gnnpipe.kernels import ChunkOps
+from gnnpipe.models.masks import EpochMasks
 from gnnpipe.models.model import model_input
 from gnnpipe.models.objective import evaluation_metrics, evaluation_sums, training_loss
 from gnnpipe.models.optim import model_optimizer
@@ -107,6 +111,22 @@ class PipelineSimulator:
         self.y = g.labels.to(self.device)
         self.masks = tuple(m.to(self.device) for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())
+        # Each way's rows (the rows its stage 0 encodes and its dropout masks cover),
+        # and each chunk's local rows and own rows in its way's row space.
+        spaces = [build_row_space(self.plans, self.blocks, w, g.num_nodes) for w in range(self.ways)]
+        self.way_rows = [s.n_rows for s in spaces]
+        self.way_x = [self.x if s.identity else
+                      model_input(self.model, s.rows_of(g.features), device=self.device, dtype=self.dtype)
+                      for s in spaces]
+        self.way_of: dict[int, int] = {}
+        self.local_rows: dict[int, Tensor] = {}
+        self.own_rows: dict[int, slice] = {}
+        for w, blk in enumerate(self.blocks):
+            for k in blk:
+                p = self.plans[k]
+                self.way_of[k] = w
+                self.local_rows[k] = spaces[w].row_of[p.local_global_nid].to(self.device)
+                self.own_rows[k] = slice(p.row_start - spaces[w].r0, p.row_end - spaces[w].r0)
         self.L = len(model.layers)
         self.split = pc.layer_split(self.L) if pc.mode in ("pipeline", "hybrid") else (self.L,)
         self.optimizer = model_optimizer(self.model, config.train)
@@ -201,16 +221,29 @@ class PipelineSimulator:
         plans = self.plans
         offsets = [p.row_start for p in plans]
 
-        h0 = model.encode(self.x)
+        masks = [EpochMasks(self.config.train.seed, epoch, self.device, stream=w) for w in range(self.ways)]
+
+        def keep(k: int, slot: int, p: float, width: int, rows: Tensor | slice) -> Tensor | None:
+            """Rows ``rows`` (of chunk k's way's row space) of slot ``slot``'s mask."""
+            if p == 0.0:
+                return None
+            w = self.way_of[k]
+            return masks[w].keep(slot, self.way_rows[w], width, p)[rows]
+
+        # Each way's stage 0 encodes the way's rows ([n_rows_w, H]).
+        h0_way = [model.encode(self.way_x[w], generator=masks[w].generator(0)) for w in range(self.ways)]
         # h0 as each stage holds it: it travels with the activations, rounded to the
         # stage dtype at every stage boundary (a round trip changes nothing at "same").
-        h0_at = [h0]
-        for _ in self.split[1:]:
-            h0_at.append(_RoundTrip.apply(h0_at[-1], self.wire) if self.wire is not None else h0_at[-1])
+        h0_at = []
+        for h0 in h0_way:
+            at = [h0]
+            for _ in self.split[1:]:
+                at.append(_RoundTrip.apply(at[-1], self.wire) if self.wire is not None else at[-1])
+            h0_at.append(at)
         # cur[l][j]: layer-l input rows of chunk j: the snapshot constant until written.
         cur = {l: [self.snapshot[l][p.row_start:p.row_end] for p in plans] for l in range(2, self.L + 1)}
         written: dict[int, set[int]] = {l: set() for l in range(2, self.L + 1)}
-        loss = h0.sum() * 0.0
+        loss = h0_way[0].sum() * 0.0
         logits_parts: dict[int, Tensor] = {}
         steps = max(len(o) for o in orders)
         for t in range(steps):
@@ -227,8 +260,9 @@ class PipelineSimulator:
                 new = {}
                 for k in active:
                     p = plans[k]
+                    w = self.way_of[k]
                     if l == 1:
-                        h_local = h0[p.local_global_nid.to(self.device)]
+                        h_local = h0_way[w][self.local_rows[k]]
                     else:
                         pieces = [cur[l][k]]
                         halo = p.halo_global_nid
@@ -239,14 +273,17 @@ class PipelineSimulator:
                                 piece = _ScaleGrad.apply(piece, 2.0)
                             pieces.append(piece)
                         h_local = torch.cat(pieces)
-                    h0_own = h0_at[self.layer_stage[l]][p.row_start:p.row_end] if layer.needs_h0 else None
-                    new[k] = layer(h_local, self.ops[k], h0_own)
+                    h0_own = h0_at[w][self.layer_stage[l]][self.own_rows[k]] if layer.needs_h0 else None
+                    new[k] = layer(h_local, self.ops[k], h0_own,
+                                   keep(k, l, layer.input_dropout, layer.in_dim, self.local_rows[k]))
                 inp = new
             for k in active:
                 p = plans[k]
-                logits = model.decode(inp[k])
-                logits_parts[k] = logits.detach()
                 sl = slice(p.row_start, p.row_end)
+                dec = model.decode
+                logits = dec(inp[k], keep(k, self.L + 1, dec.dropout if dec.enabled else 0.0, dec.in_dim,
+                                          self.own_rows[k]))
+                logits_parts[k] = logits.detach()
                 loss = loss + training_loss(logits, self.y[sl], self.masks[0][sl], self.num_train)
         loss.backward()
         self._grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}

@@ -25,6 +25,10 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
   rows are constants); the gradient of the layer input of ``k`` is its own part plus
   ``G_l[rows of k]``, complete because every chunk that read ``k`` freshly came later
   in the order and has already done its backward.
+* **Dropout.** One mask per row and layer per epoch over the way's rows, drawn from a
+  generator keyed by ``(seed, epoch, layer, way)`` (:class:`gnnpipe.models.masks.EpochMasks`):
+  every chunk of the way reading a row, own or halo, fresh or stale, applies that
+  row's mask, as a whole-graph run does, and the simulator draws the same masks.
 * **Step.** Weight gradients accumulate over the chunks; stage 0 back-propagates the
   summed ``h0`` gradient through encode once; one Adam step (hybrid: after an
   all-reduce over the ways of the stage).
@@ -51,6 +55,7 @@ from torch import Tensor
 from gnnpipe.engine.epoch_state import EpochState
 from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
 from gnnpipe.engine.way_exchange import WayExchange
+from gnnpipe.models.masks import EpochMasks, MaskRows
 from gnnpipe.models.objective import training_loss
 
 __all__ = ["Stage", "TAG_FWD", "TAG_BWD", "DRIFT_ROWS"]
@@ -216,6 +221,8 @@ class Stage:
             self.masks = tuple(self.rows.rows_of(m).to(self.device)
                                for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())
+        self.seed = int(ctx.config.train.seed)
+        self.num_layers = len(model.layers)
 
         # The type stage messages travel in (``parallel.stage_dtype``): the compute
         # dtype, or bfloat16 (rounded when sent, widened again when received).
@@ -254,8 +261,9 @@ class Stage:
             G.zero_()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        st.masks = EpochMasks(self.seed, st.epoch, self.device, stream=self.way)
         if self.first:
-            st.h0_full = self.model.encode(self.x)
+            st.h0_full = self.model.encode(self.x, generator=st.masks.generator(0))
             st.h0_det = st.h0_full.detach()
             st.h0_grad = torch.zeros_like(st.h0_det)
 
@@ -329,14 +337,17 @@ class Stage:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
                 h_local, sink = gather_rows(self.B[l], self.local_ids[k])
             saved = []
+            keep = self._keep(st, l, layer.input_dropout, self.dims[l - 1], self.local_ids[k])
             with torch.autograd.graph.saved_tensors_hooks(_holder(saved), _unhold):
-                out = layer(h_local, ops, h0_k if layer.needs_h0 else None)
+                out = layer(h_local, ops, h0_k if layer.needs_h0 else None, keep)
             layers.append((l, sink, out))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
         state: dict[str, Any] = {"layers": layers, "h0": h0_k}
         if self.last:
-            logits = model.decode(out)
+            dec = model.decode
+            keep = self._keep(st, self.num_layers + 1, dec.dropout if dec.enabled else 0.0, dec.in_dim, own)
+            logits = dec(out, keep)
             loss = training_loss(logits, self.y[own], self.masks[0][own], self.num_train)
             state["loss"] = loss
             st.loss_sum += float(loss.detach())
@@ -347,6 +358,14 @@ class Stage:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
             state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
+
+    def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> MaskRows | None:
+        """The rows ``rows`` (row-space ids, or a slice of them) of slot ``slot``'s
+        dropout mask this epoch, gathered where applied; None when the slot has no
+        dropout (module docstring: Dropout)."""
+        if p == 0.0:
+            return None
+        return MaskRows(st.masks.keep(slot, self.rows.n_rows, width, p), rows)  # type: ignore[union-attr]
 
     def _measure_drift(self, st: EpochState, l: int, own: slice, x_own: Tensor) -> None:
         """Add chunk rows' drift at layer ``l`` to ``st.drift`` before they are written:

@@ -12,9 +12,10 @@ graph parallelism, and gives the same rows up to float re-association. Every oth
 operation of a layer is per row, which is what makes that true.
 
 Dropout is applied to the layer *input* (``h_local``, own and halo rows), as Kipf &
-Welling and GCNII do. In a chunked run a halo row therefore gets a dropout mask that is
-independent of the one its owner drew: it is the same noise distribution, but not the
-same sample as in a whole-graph run. With dropout 0 chunked and whole-graph runs agree.
+Welling and GCNII do. A layer draws its own mask unless it is given ``keep``, the keep
+mask of its ``h_local`` rows: a chunked engine passes each chunk the rows of one mask
+per layer (:class:`gnnpipe.models.masks.EpochMasks`), so that every reader of a row
+sees the same sample, as in a whole-graph run, and no reader draws.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+
+from .masks import MaskRows
 
 __all__ = [
     "dropout",
@@ -47,29 +50,53 @@ class _Dropout(torch.autograd.Function):
 
     ``x * float_mask`` would keep a float mask (4 bytes per entry) alive until
     backward; in a pipelined stage that mask covers own *and* halo rows of every layer
-    of every chunk in flight, which made it the largest saved tensor.
+    of every chunk in flight, which made it the largest saved tensor. ``keep`` is the
+    mask when given (drawn once for all readers of the rows), else it is drawn here; a
+    :class:`MaskRows` is gathered again in backward and nothing is saved.
     """
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,  # type: ignore[override]
+                generator: torch.Generator | None) -> Tensor:
+        scale = 1.0 / (1.0 - p)
+        ctx.scale = scale
+        ctx.mask_rows = None
+        if isinstance(keep, MaskRows):
+            # The full mask and the row ids outlive the backward anyway (the stage holds
+            # them): keep a reference, not a [rows, d] copy.
+            ctx.mask_rows = keep
+            return x.mul(keep.gather()).mul_(scale)
+        if keep is not None:
+            ctx.save_for_backward(keep)
+            return x.mul(keep).mul_(scale)
         # rand in [0, 1): P(rand >= p) = 1 - p. The float draw becomes the float mask
         # in place (x * float is faster than x * bool); only the bool copy is kept.
-        r = torch.rand_like(x)
+        r = _uniform_like(x, generator)
         keep = r >= p
-        scale = 1.0 / (1.0 - p)
         ctx.save_for_backward(keep)
-        ctx.scale = scale
         return x * r.ge_(p).mul_(scale)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
-        (keep,) = ctx.saved_tensors
-        return grad.mul(keep).mul_(ctx.scale), None
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+        keep = ctx.mask_rows.gather() if ctx.mask_rows is not None else ctx.saved_tensors[0]
+        return grad.mul(keep).mul_(ctx.scale), None, None, None
 
 
-def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+def _uniform_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
+    if generator is None:
+        return torch.rand_like(x)
+    return torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+
+
+def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None = None,
+            generator: torch.Generator | None = None) -> Tensor:
     """Inverted dropout: each entry is zeroed with probability ``p`` and the others are
     scaled by ``1 / (1 - p)``, the same distribution as ``F.dropout``.
+
+    ``keep`` (bool, True = kept, or the :class:`MaskRows` of a larger mask) is the mask
+    to apply when the caller drew it (one mask per row shared by every reader of the
+    row, :mod:`gnnpipe.models.masks`); otherwise one is drawn from ``generator``
+    (default: torch's default generator).
 
     Why not ``F.dropout``: on CPU its Bernoulli sampling is the most expensive step of
     a wide layer (about half of a GCN epoch on Cora); a uniform draw compared with
@@ -79,24 +106,30 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     (:class:`~gnnpipe.models.model.InputProjection`): a zero entry stays zero under
     dropout, so dropping only the non-zeros is the same distribution.
 
-    Shapes: x [n, d] -> [n, d].
+    Shapes: x [n, d] -> [n, d]; keep [n, d].
     """
     if not training or p == 0.0:
         return x
     if not x.requires_grad:
-        return x * torch.rand_like(x).ge_(p).mul_(1.0 / (1.0 - p))
-    return _Dropout.apply(x, p)
+        if keep is not None:
+            return x.mul(keep.gather() if isinstance(keep, MaskRows) else keep).mul_(1.0 / (1.0 - p))
+        return x * _uniform_like(x, generator).ge_(p).mul_(1.0 / (1.0 - p))
+    return _Dropout.apply(x, p, keep, generator)
 
 
 class GNNLayer(nn.Module):
-    """Base class of a layer: ``forward(h_local, ops, h0=None) -> own rows``.
+    """Base class of a layer: ``forward(h_local, ops, h0=None, keep=None) -> own rows``.
 
     Attributes:
         in_dim: width of the layer input (``h_local.shape[1]``).
         out_dim: width of the layer output.
         needs_h0: True when the layer reads the input projection ``h0`` (GCNII).
 
-    Shapes: h_local [ops.num_local, in_dim]; h0 [ops.num_own, H]; output [ops.num_own, out_dim].
+    ``keep`` is the input dropout's mask for the ``h_local`` rows when the caller drew
+    it (:func:`dropout`); a layer without input dropout ignores it.
+
+    Shapes: h_local [ops.num_local, in_dim]; h0 [ops.num_own, H]; keep [ops.num_local, in_dim];
+    output [ops.num_own, out_dim].
     """
 
     needs_h0: bool = False
@@ -106,7 +139,14 @@ class GNNLayer(nn.Module):
         self.in_dim = int(in_dim)
         self.out_dim = int(out_dim)
 
-    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:  # pragma: no cover
+    @property
+    def input_dropout(self) -> float:
+        """The dropout probability this layer applies to its ``h_local`` rows (0: it
+        applies none and ignores ``keep``)."""
+        return float(getattr(self, "dropout", 0.0))
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
+                keep: Tensor | None = None) -> Tensor:  # pragma: no cover
         raise NotImplementedError
 
     def extra_repr(self) -> str:
@@ -164,8 +204,9 @@ class GCNLayer(_DenseWeightLayer):
     Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
     """
 
-    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
-        h = dropout(h_local, self.dropout, self.training)
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
+                keep: Tensor | None = None) -> Tensor:
+        h = dropout(h_local, self.dropout, self.training, keep)
         out = _aggregate_linear(h, ops, self.weight, "gcn", self.bias)
         # ``out`` is a fresh tensor that no backward needs: ReLU may overwrite it.
         return F.relu(out, inplace=True) if self.activation else out
@@ -185,8 +226,9 @@ class SAGELayer(_ActivatedLayer):
         self.weight_nbr = _glorot_weight(in_dim, out_dim)
         self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
 
-    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
-        h = dropout(h_local, self.dropout, self.training)
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
+                keep: Tensor | None = None) -> Tensor:
+        h = dropout(h_local, self.dropout, self.training, keep)
         out = _sage_conv(h, ops, self.weight_self, self.weight_nbr, self.bias)
         return F.relu(out, inplace=True) if self.activation else out
 
@@ -227,10 +269,11 @@ class GCNIILayer(GNNLayer):
         stdv = 1.0 / math.sqrt(dim)
         self.weight = nn.Parameter(torch.empty(dim, dim).uniform_(-stdv, stdv))
 
-    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
+                keep: Tensor | None = None) -> Tensor:
         if h0 is None:
             raise ValueError("GCNIILayer needs h0 (the input projection's output for the own rows)")
-        h = dropout(h_local, self.dropout, self.training)
+        h = dropout(h_local, self.dropout, self.training, keep)
         # (1-alpha) A_hat h + alpha h0 in one pass.
         support = torch.lerp(ops.aggregate(h, "gcn"), h0, self.alpha)
         # (1-beta) support + beta support W in one fused kernel.
@@ -264,10 +307,15 @@ class ResGCNPlusLayer(GNNLayer):
         self.weight_nbr = nn.Parameter(_glorot_(torch.empty(in_dim, out_dim)))
         self.bias = nn.Parameter(torch.zeros(out_dim))
 
-    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
+    @property
+    def input_dropout(self) -> float:
+        return 0.0 if self.first else self.dropout
+
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
+                keep: Tensor | None = None) -> Tensor:
         if self.first:
             return _sage_conv(h_local, ops, self.weight_self, self.weight_nbr, self.bias)
-        z = dropout(F.relu(self.norm(h_local)), self.dropout, self.training)
+        z = dropout(F.relu(self.norm(h_local)), self.dropout, self.training, keep)
         return _sage_conv(z, ops, self.weight_self, self.weight_nbr, self.bias) + h_local[: ops.num_own]
 
     def extra_repr(self) -> str:
@@ -282,7 +330,10 @@ class MLPLayer(_DenseWeightLayer):
     Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
     """
 
-    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None) -> Tensor:
-        h = dropout(h_local[: ops.num_own], self.dropout, self.training)
+    def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
+                keep: Tensor | None = None) -> Tensor:
+        if keep is not None:
+            keep = keep.head(ops.num_own) if isinstance(keep, MaskRows) else keep[: ops.num_own]
+        h = dropout(h_local[: ops.num_own], self.dropout, self.training, keep)
         out = h @ self.weight if self.bias is None else torch.addmm(self.bias, h, self.weight)
         return F.relu(out, inplace=True) if self.activation else out

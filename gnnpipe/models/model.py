@@ -75,19 +75,20 @@ class InputProjection(nn.Module):
         self.activation = bool(activation)
         self.linear = nn.Linear(in_dim, out_dim) if enabled else None
 
-    def forward(self, x: Tensor | SparseFeatures) -> Tensor:
+    def forward(self, x: Tensor | SparseFeatures, generator: torch.Generator | None = None) -> Tensor:
+        """``generator``: where dropout draws from (default: torch's default generator)."""
         if isinstance(x, SparseFeatures):
-            return self._forward_sparse(x)
+            return self._forward_sparse(x, generator)
         if self.linear is None:
             return x
-        h = self.linear(dropout(x, self.dropout, self.training))
+        h = self.linear(dropout(x, self.dropout, self.training, generator=generator))
         return F.relu(h) if self.activation else h
 
-    def _forward_sparse(self, x: SparseFeatures) -> Tensor:
+    def _forward_sparse(self, x: SparseFeatures, generator: torch.Generator | None) -> Tensor:
         if self.linear is None:
             return x.to_dense()
         # The values need no gradient: dropout's no-grad path, one draw per stored value.
-        values = dropout(x.values, self.dropout, self.training)
+        values = dropout(x.values, self.dropout, self.training, generator=generator)
         h = sparse_linear(x, self.linear.weight, self.linear.bias, values=values)
         return F.relu(h) if self.activation else h
 
@@ -96,9 +97,10 @@ class Classifier(nn.Module):
     """Per-row ``logits = dropout(pre(h)) W + b``; identity when disabled.
 
     ``pre`` is LayerNorm then ReLU for ResGCN+ (the closing normalisation of a
-    pre-activation network, as in DeeperGCN), nothing otherwise.
+    pre-activation network, as in DeeperGCN), nothing otherwise. ``keep`` is the
+    dropout's mask of the rows when the caller drew it.
 
-    Shapes: h [n, in_dim] -> [n, num_classes].
+    Shapes: h [n, in_dim] -> [n, num_classes]; keep [n, in_dim].
     """
 
     def __init__(self, in_dim: int, num_classes: int, *, enabled: bool = True, dropout: float = 0.0,
@@ -108,12 +110,12 @@ class Classifier(nn.Module):
         self.norm = nn.LayerNorm(in_dim) if (enabled and pre_norm) else None
         self.linear = nn.Linear(in_dim, num_classes) if enabled else None
 
-    def forward(self, h: Tensor) -> Tensor:
+    def forward(self, h: Tensor, keep: Tensor | None = None) -> Tensor:
         if self.linear is None:
             return h
         if self.norm is not None:
             h = F.relu(self.norm(h))
-        return self.linear(dropout(h, self.dropout, self.training))
+        return self.linear(dropout(h, self.dropout, self.training, keep))
 
 
 class DeepGNN(nn.Module):

@@ -220,6 +220,11 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
 
         figures["dropout_s_per_value"] = median_time_s(
             lambda: dropout(a, 0.5, True).backward(g)) / (n * h)
+        from gnnpipe.models.masks import MaskRows
+
+        keep = torch.rand(n, h, device=dev) >= 0.5  # a stage's rows of its layer's mask, as it applies them
+        figures["mask_apply_s_per_value"] = median_time_s(
+            lambda: dropout(a, 0.5, True, MaskRows(keep, idx)).backward(g)) / (n * h)
         rows, saved, one_thread = {}, {}, {}
         for kind in kinds:
             t, saved[kind] = _layer_figures(kind, h, ops, n, dev)

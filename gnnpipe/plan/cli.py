@@ -43,7 +43,7 @@ def profile_from_figures(*, flops: float, link_gbps: float, device_memory_gb: fl
     matmul forward + backward = 3x the forward FLOPs at ``flops``; an aggregation
     moves 24 bytes per (edge x width) forward + backward; a layer's elementwise rest
     10 read-write passes per value, its input dropout 6 (a draw, a compare and a
-    multiply forward, a multiply backward); a call costs 20 us of launches; no runtime bytes
+    multiply forward, a multiply backward), applying a drawn mask 3; a call costs 20 us of launches; no runtime bytes
     beyond the allocator's count."""
     for what, v in (("--flops", flops), ("--link-gbps", link_gbps), ("--device-memory-gb", device_memory_gb)):
         if v is None or not v > 0:
@@ -54,7 +54,7 @@ def profile_from_figures(*, flops: float, link_gbps: float, device_memory_gb: fl
         device="given", threads=0, device_memory_bytes=int(device_memory_gb * 2**30),
         matmul_s_per_flop=3.0 / flops, aggregate_s_per_edge_row=24.0 / bw, gather_s_per_byte=2.0 / bw,
         encode_s_per_flop=2.0 / flops, sparse_encode_s_per_nnz_col=24.0 / bw, call_overhead_s=20e-6,
-        dropout_s_per_value=6 * 2 * 4 / bw,
+        dropout_s_per_value=6 * 2 * 4 / bw, mask_apply_s_per_value=3 * 2 * 4 / bw,
         link_bytes_per_s=link_gbps * 1e9 / 8, link_latency_s=link_latency_us * 1e-6, runtime_bytes=0,
         layer_row_s_per_value={k: row for k in DEFAULT_SAVED}, saved_values_per_row=dict(DEFAULT_SAVED),
         source=f"given: {flops:.3g} FLOP/s, {bw / 1e9:.0f} GB/s memory, {link_gbps:g} Gbit/s link")

@@ -6,9 +6,10 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
 * a layer on a chunk: its dense matmul(s) (``2 n d_in d_out`` FLOPs), one
   aggregation (``edges x d_in``), its elementwise rest (``n x d_out``, per model
   kind), the dropout of its input over every row it reads (``(own + halo) x d_in``:
-  on a dense graph the halo rows are most of the cost), one call's fixed cost; in the
-  chunked modes also the gather of its ``own + halo`` input rows and the scatter of
-  their gradients;
+  on a dense graph the halo rows are most of the cost; graph mode draws a mask for
+  each, a pipeline stage applies its rows of one mask per layer, drawn once over the
+  way's rows: all N in pipeline mode), one call's fixed cost; in the chunked modes also the gather of
+  its ``own + halo`` input rows and the scatter of their gradients;
 * ``single``: encode + L layers + classifier + Adam step, over all rows, at all cores
   (``single_speedup``);
 * the chunked modes' compute is scaled by ``contention`` (the measured slow-down of
@@ -120,9 +121,10 @@ class TimeParts:
 
 # -------------------------------------------------------------------- kernels
 def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float, local: float,
-             chunked: bool) -> float:
+             chunked: bool, shared_mask: bool = False) -> float:
     """One forward + backward of layer ``l`` (1-based) on ``own`` rows reading
-    ``local`` rows over ``edges`` in-edges."""
+    ``local`` rows over ``edges`` in-edges; ``shared_mask``: the dropout mask is given
+    (a stage's, drawn once per layer: :func:`_mask_draw_s`), not drawn here."""
     d_in, d_out = m.dims[l - 1], m.dims[l]
     mats = 2 if m.kind in ("sage", "resgcn+") else (0 if m.kind == "mlp" else 1)
     t = max(mats, 1) * 2.0 * own * d_in * d_out * p.matmul_s_per_flop
@@ -130,10 +132,21 @@ def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float
         t += edges * d_in * p.aggregate_s_per_edge_row
     t += own * d_out * p.row_cost(m.kind) + p.call_overhead_s
     if m.dropout > 0:
-        t += local * d_in * p.dropout_s_per_value
+        t += local * d_in * (_mask_apply(p) if shared_mask else p.dropout_s_per_value)
     if chunked:
         t += local * d_in * _E * p.gather_s_per_byte
     return t
+
+
+def _mask_apply(p: HardwareProfile) -> float:
+    return p.mask_apply_s_per_value or p.dropout_s_per_value
+
+
+def _mask_draw_s(p: HardwareProfile, m: ModelShape, l: int, n: float) -> float:
+    """A stage's draw of layer ``l``'s dropout mask over ``n`` rows, once per epoch."""
+    if m.dropout <= 0:
+        return 0.0
+    return n * m.dims[l - 1] * max(p.dropout_s_per_value - _mask_apply(p), 0.0)
 
 
 def _encode_s(p: HardwareProfile, m: ModelShape, g: GraphStats, rows: float) -> float:
@@ -185,8 +198,8 @@ def layer_costs(p: HardwareProfile, m: ModelShape, g: GraphStats, chunks: int) -
     cut = g.cut(chunks)
     parts = [(cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k])
              for k in range(cut.num_parts)]
-    per_layer = [sum(_layer_s(p, m, l, own, e, loc, True) for own, e, loc in parts)
-                 for l in range(1, m.layers + 1)]
+    per_layer = [sum(_layer_s(p, m, l, own, e, loc, True, True) for own, e, loc in parts)
+                 + _mask_draw_s(p, m, l, g.num_nodes) for l in range(1, m.layers + 1)]
     return per_layer, _encode_s(p, m, g, g.num_nodes), sum(_decode_s(p, m, own) for own, _e, _l in parts)
 
 
@@ -220,17 +233,18 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
     worst_epoch, worst = 0.0, (0.0, 0.0)
     for blk in blocks:
         way_rows = sum(cut.part_rows[k] for k in blk)
+        # The rows a way holds: its block and the rows its chunks read (all N in pipeline mode).
+        held_rows = n if ways == 1 else way_rows + way_halo_rows / ways
         totals = []
         for s, (a, b) in enumerate(ranges):
-            t = 0.0
+            t = sum(_mask_draw_s(p, m, l, held_rows) for l in range(a, b + 1))
             for k in blk:
                 own, ed, loc = cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k]
-                t += sum(_layer_s(p, m, l, own, ed, loc, True) for l in range(a, b + 1))
+                t += sum(_layer_s(p, m, l, own, ed, loc, True, True) for l in range(a, b + 1))
                 if s == stages - 1:
                     t += _decode_s(p, m, own)
             totals.append((t + _step_s(p, _stage_params(m, split, s))) * p.contention)
-        enc_rows = n if ways == 1 else way_rows + way_halo_rows / ways
-        enc = _encode_s(p, m, g, enc_rows) * p.contention
+        enc = _encode_s(p, m, g, held_rows) * p.contention
         nk = len(blk)
         slow = max(range(stages), key=lambda s: totals[s])
         fill = sum(totals[s] / nk for s in range(stages) if s != slow)

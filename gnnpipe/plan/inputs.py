@@ -202,8 +202,11 @@ class HardwareProfile:
     ``row_s_per_value`` the rest of a layer (activation, residuals) per (row x
     width) of its output, by model kind in ``layer_row_s_per_value``;
     ``dropout_s_per_value`` a layer's input dropout, forward + backward, per (row x
-    width) of its input: it covers the halo rows too, which on a dense graph are
-    several times the own rows (``bench/chunk_overhead.py``); ``gather_s_per_byte``
+    width) of its input, drawing its mask (single and graph mode, whose halo rows
+    draw too); ``mask_apply_s_per_value`` the same with the mask given (a pipeline
+    stage draws one mask per layer over all N rows and every chunk applies its own
+    and halo rows of it, :mod:`gnnpipe.models.masks`; 0: not measured, taken as
+    ``dropout_s_per_value``); ``gather_s_per_byte``
     copying rows (``B_l[local_ids]``, concatenations); ``encode_s_per_flop`` the dense
     input projection with its dropout; ``sparse_encode_s_per_nnz_col`` the CSR one;
     ``call_overhead_s`` fixed cost of one layer call on a chunk (forward + backward);
@@ -229,6 +232,7 @@ class HardwareProfile:
     single_speedup: float = 1.0
     contention: float = 1.0
     dropout_s_per_value: float = 0.0
+    mask_apply_s_per_value: float = 0.0
     layer_row_s_per_value: dict[str, float] = field(default_factory=dict)
     saved_values_per_row: dict[str, float] = field(default_factory=dict)
     shared_memory: bool = False

@@ -8,7 +8,7 @@ import io
 import json
 from pathlib import Path
 
-from bench.runner import RunFiles, read_json, run_suite
+from bench.runner import RunFiles, read_json, run_suite, source_revision
 from bench.suite import load_suite
 
 TINY = """
@@ -63,6 +63,7 @@ def test_a_partial_suite_resumes_and_skips_what_it_has(tmp_path):
     assert all(r["status"] == "ok" for r in manifest["runs"])
     side = read_json(RunFiles(out / "tiny", second.name).sidecar)
     assert side["returncode"] == 0 and len(side["load_average_before"]) == 3 and side["load_average_after"]
+    assert side["source"] == source_revision()  # which code made the record
 
 
 def test_a_failing_run_writes_failed_json_and_the_suite_goes_on(tmp_path):
@@ -144,3 +145,30 @@ def test_a_default_written_out_in_the_suite_renames_the_records_instead_of_rerun
             assert read_json(files.sidecar)["point"] == spec.point
     for spec in suite.runs:  # nothing of the old names is left
         assert not any(p.exists() for p in RunFiles(out / "tiny", spec.name).paths())
+
+
+def test_the_source_revision_is_the_commit_of_the_imported_package_and_says_when_it_differs(tmp_path, monkeypatch):
+    import importlib.machinery
+    import importlib.util
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "gnnpipe").mkdir(parents=True)
+    init = repo / "gnnpipe" / "__init__.py"
+    init.write_text("x = 1\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    spec = importlib.machinery.ModuleSpec("gnnpipe", None, origin=str(init))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "gnnpipe" else None)
+
+    assert source_revision() == {"commit": head, "dirty": False, "path": str(init.parent.resolve())}
+    init.write_text("x = 2\n")
+    assert source_revision()["dirty"] is True
+    # Not a git checkout (an installed wheel): no revision.
+    outside = tmp_path / "site" / "gnnpipe"
+    outside.mkdir(parents=True)
+    spec.origin = str(outside / "__init__.py")
+    assert source_revision() is None

@@ -78,13 +78,14 @@ def test_hybrid_way_holds_its_block_and_the_rows_it_reads(hyb2, i):
     assert seen == set(range(ways))
 
 
-@pytest.mark.parametrize("i", [6, 7], ids=["unequal-blocks", "empty-chunks"])
+@pytest.mark.parametrize("i", [6, 7, 8, 9], ids=["unequal-blocks", "empty-chunks", "dropout-resgcn+",
+                                                  "dropout-gcnii"])
 def test_hybrid_two_ways_equal_simulator(hyb2, i):
     epochs, acc, _ = simulate(HYB2[i])
     assert_matches(hyb2[i], epochs, acc)
 
 
-@pytest.mark.parametrize("i", [0, 2, 4, 6, 7], ids=lambda i: f"case{i}")
+@pytest.mark.parametrize("i", [0, 2, 4, 6, 7, 8, 9], ids=lambda i: f"case{i}")
 def test_hybrid_bytes_equal_prediction(hyb2, i):
     assert_bytes(hyb2[i])
 

@@ -53,7 +53,8 @@ def make_config(case: dict[str, Any]):
     par = {k: case[k] for k in ("shuffle", "snapshot_period", "unbiased_scale", "history_init",
                                 "stage_split", "ways", "stage_dtype") if k in case}
     return RunConfig(
-        model=ModelConfig(model=case["model"], layers=case.get("layers", 4), hidden=5, dropout=0.0,
+        model=ModelConfig(model=case["model"], layers=case.get("layers", 4), hidden=5,
+                          dropout=case.get("dropout", 0.0),
                           input_proj=case.get("input_proj"), classifier=case.get("classifier")),
         train=TrainConfig(epochs=EPOCHS, lr=0.05, weight_decay=1e-3, layer_weight_decay=2e-3,
                           dtype="float64", seed=3),
@@ -218,6 +219,10 @@ PIPE2 = (
     + [dict(mode="pipeline", workers=2, chunks=30, model="gcnii", **ON)]
     # Stage messages in bfloat16 (activations, h0 and gradients rounded on the wire).
     + [dict(mode="pipeline", workers=2, chunks=5, model=m, stage_dtype="bfloat16", **ON) for m in ("gcn", "gcnii")]
+    # Dropout: one mask per row and layer per epoch, keyed by (seed, epoch, layer), so
+    # the stages draw the simulator's masks (encode, every layer, the classifier).
+    + [dict(mode="pipeline", workers=2, chunks=5, model=m, dropout=0.5, **ON) for m in MODELS]
+    + [dict(mode="pipeline", workers=2, chunks=5, model="gcn", dropout=0.5, input_proj=True, classifier=True, **ON)]
 )
 
 
@@ -232,6 +237,9 @@ HYB2 = [
     dict(mode="pipeline", workers=2, chunks=5, model="sage", **ON),
     dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcn", **ON),       # blocks of 3 and 2
     dict(mode="hybrid", workers=2, ways=2, chunks=30, model="gcnii", **ON),    # mostly empty chunks
+    # Dropout: each way draws its masks over its rows and encodes its rows itself.
+    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="resgcn+", dropout=0.5, **ON),
+    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcnii", dropout=0.5, **ON),
 ]
 # Four stages, split (2, 1, 1, 1): h0 crosses three boundaries with the activations.
 PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="gcnii", layers=5, record_calls=True, **ON)]
@@ -275,6 +283,15 @@ def test_pipeline_one_chunk_equals_single(pipe2_results, i):
 def test_pipeline_equals_simulator(pipe2_results, i):
     epochs, acc, _ = simulate(PIPE2[i])
     assert_matches(pipe2_results[i], epochs, acc)
+
+
+def test_pipeline_dropout_is_applied(pipe2_results):
+    # The dropout cases' agreement with the simulator must not be that of dropout 0.
+    for i, case in enumerate(PIPE2):
+        if case.get("dropout") and not case.get("input_proj"):
+            j = PIPE2.index({k: v for k, v in case.items() if k != "dropout"})
+            a, b = merge_ranks(pipe2_results[i], 0, "grads"), merge_ranks(pipe2_results[j], 0, "grads")
+            assert any(not torch.allclose(a[k], b[k]) for k in a), case["model"]
 
 
 def test_pipeline_stale_reads_differ_from_single(pipe2_results):

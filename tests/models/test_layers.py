@@ -2,7 +2,8 @@
 
 THE KEY INVARIANT: a layer computed chunk by chunk from ``[own | halo]`` rows of the
 previous layer's full output gives the whole-graph layer output, forward and
-gradients (float64, dropout 0). References: a dense numpy ``A_hat`` for GCN, a dense
+gradients (float64; with dropout, when every chunk applies its rows of the one mask
+the whole-graph layer applies). References: a dense numpy ``A_hat`` for GCN, a dense
 mean for GraphSAGE, and torch_geometric's GCNConv / GCN2Conv / SAGEConv with copied
 weights.
 """
@@ -16,6 +17,7 @@ import torch
 from gnnpipe.data.graph import Graph
 from gnnpipe.kernels import ChunkOps
 from gnnpipe.models import GCNIILayer, GCNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
+from gnnpipe.models.masks import MaskRows
 from gnnpipe.partition.plan import build_chunk_plans, whole_graph_plan
 
 DT = torch.float64
@@ -55,17 +57,17 @@ def chunks(graph: Graph) -> list[tuple[object, ChunkOps]]:
     return [(p, ChunkOps.build(p, dtype=DT)) for p in plans]
 
 
-def make_layer(kind: str, d_in: int, d_out: int, l: int = 1):
+def make_layer(kind: str, d_in: int, d_out: int, l: int = 1, p: float = 0.0):
     if kind == "gcn":
-        return GCNLayer(d_in, d_out)
+        return GCNLayer(d_in, d_out, dropout=p)
     if kind == "sage":
-        return SAGELayer(d_in, d_out)
+        return SAGELayer(d_in, d_out, dropout=p)
     if kind == "mlp":
-        return MLPLayer(d_in, d_out)
+        return MLPLayer(d_in, d_out, dropout=p)
     if kind == "gcnii":
-        return GCNIILayer(d_out, l, alpha=0.2, lambda_=0.7)
+        return GCNIILayer(d_out, l, alpha=0.2, lambda_=0.7, dropout=p)
     if kind == "resgcn+":
-        return ResGCNPlusLayer(d_in, d_out, first=(l == 1))
+        return ResGCNPlusLayer(d_in, d_out, first=(l == 1), dropout=p)
     raise AssertionError(kind)
 
 
@@ -87,21 +89,24 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("p", [0.0, 0.5], ids=["no-dropout", "shared-mask"])
 @pytest.mark.parametrize("kind,d_in,d_out,l", CASES)
-def test_layer_chunked_equals_whole_graph_forward_and_backward(graph, whole_ops, chunks, kind, d_in, d_out, l):
+def test_layer_chunked_equals_whole_graph_forward_and_backward(graph, whole_ops, chunks, kind, d_in, d_out, l, p):
     torch.manual_seed(1)
-    layer = make_layer(kind, d_in, d_out, l).to(DT)
+    layer = make_layer(kind, d_in, d_out, l, p).to(DT)
     _perturb_(layer, 2)
     n = graph.num_nodes
     gen = torch.Generator().manual_seed(3)
     h_in = torch.randn(n, d_in, generator=gen, dtype=DT)
     h0 = torch.randn(n, d_out, generator=gen, dtype=DT)
     g_out = torch.randn(n, d_out, generator=gen, dtype=DT)  # upstream gradient
+    # One mask over all rows; each chunk applies its rows of it (gnnpipe.models.masks).
+    keep = torch.rand(n, d_in, generator=gen) >= p if layer.input_dropout > 0 else None
 
     # Whole graph.
     x_w = h_in.clone().requires_grad_(True)
     h0_w = h0.clone().requires_grad_(True)
-    out_w = layer(x_w, whole_ops, h0_w if layer.needs_h0 else None)
+    out_w = layer(x_w, whole_ops, h0_w if layer.needs_h0 else None, keep)
     layer.zero_grad()
     (out_w * g_out).sum().backward()
     grads_w = [p.grad.clone() for p in layer.parameters()]
@@ -114,7 +119,8 @@ def test_layer_chunked_equals_whole_graph_forward_and_backward(graph, whole_ops,
     for plan, ops in chunks:
         h_local = x_c[plan.local_global_nid]
         h0_own = h0_c[plan.row_start:plan.row_end] if layer.needs_h0 else None
-        out_k = layer(h_local, ops, h0_own)
+        # As a stage passes it: the chunk's rows of the whole mask, gathered where applied.
+        out_k = layer(h_local, ops, h0_own, None if keep is None else MaskRows(keep, plan.local_global_nid))
         assert out_k.shape == (plan.num_own, d_out)
         (out_k * g_out[plan.row_start:plan.row_end]).sum().backward()
         rows.append(out_k.detach())
@@ -279,3 +285,52 @@ def test_gcn_layer_without_bias_matches_dense_reference(graph, whole_ops, d_in, 
     x = torch.randn(graph.num_nodes, d_in, dtype=DT)
     ref = np.maximum(dense_a_hat(graph) @ x.numpy() @ layer.weight.detach().numpy(), 0.0)
     torch.testing.assert_close(layer(x, whole_ops).detach(), torch.from_numpy(ref), rtol=RTOL, atol=ATOL)
+
+
+def test_dropout_with_a_given_mask_applies_it_forward_and_backward():
+    # A chunked engine passes each reader its rows of one mask: dropout must apply
+    # exactly that mask (no draw of its own) and keep it, 1 byte per entry, for backward.
+    gen = torch.Generator().manual_seed(4)
+    x = (torch.rand(30, 7, generator=gen, dtype=DT) + 0.5).requires_grad_(True)
+    keep = torch.rand(30, 7, generator=gen) >= 0.25
+    state = torch.get_rng_state()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = dropout(x, 0.25, True, keep)
+    assert torch.equal(torch.get_rng_state(), state)  # nothing drawn
+    torch.testing.assert_close(y, x.detach() * keep / 0.75, rtol=1e-15, atol=0)
+    assert [t.dtype for t in saved] == [torch.bool]
+    y.backward(torch.ones_like(y))
+    torch.testing.assert_close(x.grad, keep.to(DT) / 0.75, rtol=1e-15, atol=0)
+    torch.testing.assert_close(dropout(x.detach(), 0.25, True, keep), y.detach(), rtol=0, atol=0)
+    assert dropout(x, 0.25, False, keep) is x  # eval: no dropout, mask or not
+
+
+def test_dropout_draws_from_the_given_generator():
+    x = torch.ones(20, 9, dtype=DT)
+    a = dropout(x, 0.5, True, generator=torch.Generator().manual_seed(8))
+    torch.manual_seed(0)
+    b = dropout(x, 0.5, True, generator=torch.Generator().manual_seed(8))
+    c = dropout(x, 0.5, True, generator=torch.Generator().manual_seed(9))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_dropout_with_mask_rows_saves_no_gathered_copy_and_equals_the_gathered_mask():
+    # A stage passes MaskRows (its layer's N-row mask and the chunk's row ids): the
+    # backward gathers the rows again, so nothing of the chunk's size is kept.
+    from gnnpipe.models.masks import MaskRows
+
+    gen = torch.Generator().manual_seed(5)
+    mask = torch.rand(40, 6, generator=gen) >= 0.5
+    ids = torch.tensor([3, 17, 17, 0, 39, 8])
+    x = torch.randn(6, 6, generator=gen, dtype=DT, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = dropout(x, 0.5, True, MaskRows(mask, ids))
+    assert saved == []
+    g = torch.randn(6, 6, generator=gen, dtype=DT)
+    y.backward(g)
+    x2 = x.detach().clone().requires_grad_(True)
+    y2 = dropout(x2, 0.5, True, mask[ids])
+    y2.backward(g)
+    assert torch.equal(y.detach(), y2.detach()) and torch.equal(x.grad, x2.grad)

@@ -1,0 +1,112 @@
+"""Dropout masks keyed by (seed, epoch, slot, stream): one mask per row and layer per epoch.
+
+In a chunked run (a pipeline stage, the hybrid's ways, the simulator) a row of a
+layer's input is read by its own chunk and, as a halo row, by every chunk with an edge
+to it. Drawing a dropout mask in each reader gives every reader another sample, and
+costs one uniform draw per row *read*: on a dense graph whose chunks' halos are most of
+N (BlogCatalog, C = 8: 6.4 N rows read per layer) that was the largest cost of a stage
+layer (bench/chunk_overhead.py). :class:`EpochMasks` instead draws one mask per layer
+over the rows it holds, as a whole-graph run does over all N, and every reader takes
+its rows of it: the same rows of the same sample. The draw comes from a generator
+seeded by ``(seed, epoch, slot, stream)`` alone, so every process that needs a
+layer's mask draws the same one without exchanging anything (the stages of a way and
+the single-process simulator), and a resumed run draws what the uninterrupted run
+drew. The stream is the way: a hybrid way draws over its own row space (its block
+and the rows its chunks read, about N / W + halo), not over all N rows, so a row that
+two ways read gets one sample in each, as a halo row in graph mode does.
+
+Slots: 0 is the input projection (its dropout over the feature matrix or the stored
+values of sparse features), ``l`` (1-based) is layer ``l``'s input dropout, ``L + 1``
+the classifier's. Rows are the way's row space (:mod:`gnnpipe.engine.row_space`;
+pipeline mode: all N reordered ids).
+
+These are process-free values: the engines decide who draws what.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["EpochMasks", "MaskRows", "mask_seed"]
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def mask_seed(seed: int, epoch: int, slot: int, stream: int = 0) -> int:
+    """The generator seed of ``(seed, epoch, slot, stream)``: a 63-bit mix of the
+    four, so that neighbouring epochs, slots and streams get unrelated draws."""
+    z = _splitmix64(int(seed) & _MASK64)
+    for key in (epoch, slot, stream):
+        z = _splitmix64(z ^ (int(key) & _MASK64))
+    return z >> 1
+
+
+@dataclass(frozen=True)
+class MaskRows:
+    """Rows ``rows`` of a keep mask, gathered when dropout applies them, in forward and
+    again in backward, so that no gathered copy is kept between the two.
+
+    A stage's chunks read own and halo rows (3.4x the own rows on the 200k synthetic
+    graph at C = 8, 6.4 N rows a layer on BlogCatalog): keeping each chunk's gathered
+    mask until its backward would hold that many bytes per layer; the stage holds its
+    layers' N-row masks instead, and gathering a bool row is cheap.
+
+    Shapes: mask [n, d] bool; rows int64 [m] (or a slice of m rows); gathered [m, d].
+    """
+
+    mask: Tensor
+    rows: Tensor | slice
+
+    def gather(self) -> Tensor:
+        return self.mask[self.rows] if isinstance(self.rows, slice) else self.mask.index_select(0, self.rows)
+
+    def head(self, m: int) -> "MaskRows":
+        """The first ``m`` of the rows (a layer that reads only its own rows)."""
+        return MaskRows(self.mask, self.rows[:m] if not isinstance(self.rows, slice)
+                        else slice(self.rows.start, self.rows.start + m))
+
+
+class EpochMasks:
+    """The dropout masks of one epoch.
+
+    Args:
+        seed: the run's seed.
+        epoch: the epoch's index (as the schedule's chunk orders use it).
+        device: where the masks are drawn and kept.
+        stream: the way whose rows the masks cover.
+
+    ``keep(slot, num_rows, width, p)`` is the bool keep mask of a slot for dropout
+    probability ``p`` (drawn on first use, then kept for the epoch: the backward
+    gathers its rows again);
+    ``generator(slot)`` a fresh generator for a draw of another shape (the input
+    projection's).
+
+    Shapes: keep -> [num_rows, width] bool, True where the entry is kept.
+    """
+
+    def __init__(self, seed: int, epoch: int, device: torch.device | str, stream: int = 0) -> None:
+        self.seed, self.epoch, self.stream = int(seed), int(epoch), int(stream)
+        self.device = torch.device(device)
+        self._keep: dict[int, Tensor] = {}
+
+    def generator(self, slot: int) -> torch.Generator:
+        g = torch.Generator(device=self.device)
+        g.manual_seed(mask_seed(self.seed, self.epoch, slot, self.stream))
+        return g
+
+    def keep(self, slot: int, num_rows: int, width: int, p: float) -> Tensor:
+        mask = self._keep.get(slot)
+        if mask is None:
+            u = torch.rand(num_rows, width, generator=self.generator(slot), device=self.device)
+            mask = self._keep[slot] = u >= p  # P(u >= p) = 1 - p
+        return mask

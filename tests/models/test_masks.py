@@ -1,0 +1,58 @@
+"""EpochMasks: one dropout mask per (seed, epoch, slot), the same in every process."""
+
+from __future__ import annotations
+
+import torch
+
+from gnnpipe.models.masks import EpochMasks, MaskRows, mask_seed
+
+
+def test_the_same_key_draws_the_same_mask_whatever_the_default_generator():
+    torch.manual_seed(1)
+    a = EpochMasks(seed=7, epoch=3, device="cpu").keep(2, 50, 6, 0.5)
+    torch.manual_seed(2)
+    torch.rand(100)
+    b = EpochMasks(seed=7, epoch=3, device="cpu").keep(2, 50, 6, 0.5)
+    assert a.dtype == torch.bool and a.shape == (50, 6)
+    assert torch.equal(a, b)
+
+
+def test_another_seed_epoch_or_slot_draws_another_mask():
+    ref = EpochMasks(7, 3, "cpu").keep(2, 50, 6, 0.5)
+    for seed, epoch, slot in ((8, 3, 2), (7, 4, 2), (7, 3, 3), (7, 3, 1)):
+        assert not torch.equal(EpochMasks(seed, epoch, "cpu").keep(slot, 50, 6, 0.5), ref), (seed, epoch, slot)
+
+
+def test_a_mask_keeps_a_fraction_one_minus_p():
+    keep = EpochMasks(0, 1, "cpu").keep(1, 400, 250, 0.3)
+    assert abs(float(keep.double().mean()) - 0.7) < 0.01  # 100k draws: sd ~0.0015
+
+
+def test_a_slot_is_drawn_once_per_epoch():
+    m = EpochMasks(0, 1, "cpu")
+    first = m.keep(1, 10, 4, 0.5)
+    state = torch.get_rng_state()
+    assert m.keep(1, 10, 4, 0.5) is first
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_mask_rows_gather_ids_or_a_slice_and_their_head():
+    mask = EpochMasks(0, 1, "cpu").keep(1, 10, 4, 0.5)
+    ids = torch.tensor([7, 2, 2, 9])
+    assert torch.equal(MaskRows(mask, ids).gather(), mask[ids])
+    assert torch.equal(MaskRows(mask, ids).head(2).gather(), mask[ids[:2]])
+    assert torch.equal(MaskRows(mask, slice(3, 8)).gather(), mask[3:8])
+    assert torch.equal(MaskRows(mask, slice(3, 8)).head(2).gather(), mask[3:5])
+
+
+def test_the_input_generator_is_keyed_like_the_masks():
+    a = torch.rand(5, generator=EpochMasks(1, 2, "cpu").generator(0))
+    b = torch.rand(5, generator=EpochMasks(1, 2, "cpu").generator(0))
+    c = torch.rand(5, generator=EpochMasks(1, 3, "cpu").generator(0))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_mask_seeds_fit_a_generator_and_spread():
+    seeds = {mask_seed(s, e, k) for s in range(3) for e in range(5) for k in range(40)}
+    assert len(seeds) == 3 * 5 * 40
+    assert all(0 <= s < 2 ** 63 for s in seeds)
