@@ -65,10 +65,10 @@ class _Dropout(torch.autograd.Function):
             # The full mask and the row ids outlive the backward anyway (the stage holds
             # them): keep a reference, not a [rows, d] copy.
             ctx.mask_rows = keep
-            return x.mul(keep.gather()).mul_(scale)
+            return x.mul(_factor(keep.gather())).mul_(scale)
         if keep is not None:
             ctx.save_for_backward(keep)
-            return x.mul(keep).mul_(scale)
+            return x.mul(_factor(keep)).mul_(scale)
         # rand in [0, 1): P(rand >= p) = 1 - p. The float draw becomes the float mask
         # in place (x * float is faster than x * bool); only the bool copy is kept.
         r = _uniform_like(x, generator)
@@ -79,7 +79,14 @@ class _Dropout(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
         keep = ctx.mask_rows.gather() if ctx.mask_rows is not None else ctx.saved_tensors[0]
-        return grad.mul(keep).mul_(ctx.scale), None, None, None
+        return grad.mul(_factor(keep)).mul_(ctx.scale), None, None, None
+
+
+def _factor(keep: Tensor) -> Tensor:
+    """A bool mask as the factor of a multiply: its bytes read as uint8 (0 or 1, no
+    copy). ``float * uint8`` is about 1.5x as fast as ``float * bool`` on the CPU
+    (``bench/chunk_overhead.py``) and gives the same values."""
+    return keep.view(torch.uint8) if keep.dtype == torch.bool else keep
 
 
 def _uniform_like(x: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -112,7 +119,7 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
         return x
     if not x.requires_grad:
         if keep is not None:
-            return x.mul(keep.gather() if isinstance(keep, MaskRows) else keep).mul_(1.0 / (1.0 - p))
+            return x.mul(_factor(keep.gather() if isinstance(keep, MaskRows) else keep)).mul_(1.0 / (1.0 - p))
         return x * _uniform_like(x, generator).ge_(p).mul_(1.0 / (1.0 - p))
     return _Dropout.apply(x, p, keep, generator)
 
