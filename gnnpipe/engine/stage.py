@@ -262,6 +262,12 @@ class Stage:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         st.masks = EpochMasks(self.seed, st.epoch, self.device, stream=self.way)
+        # Draw the epoch's masks now: a later stage would otherwise draw each layer's
+        # on its first chunk, inside the pipeline's fill, where it now waits anyway.
+        for i in range(self.a, self.b):
+            p = self.model.layers[i].input_dropout
+            if p > 0:
+                st.masks.keep(i + 1, self.rows.n_rows, self.dims[i], p)
         if self.first:
             st.h0_full = self.model.encode(self.x, generator=st.masks.generator(0))
             st.h0_det = st.h0_full.detach()
