@@ -1,13 +1,15 @@
-"""The chunked modes' dropout masks before and after one mask per row and layer.
+"""The pipelined modes' two dropout masks against exact training, seed by seed.
 
-Reads two suites' records (no training): ``paper`` (its single-mode runs are the exact
-reference; its pipeline and hybrid runs of GCNII-32 and ResGCN+-32 drew a fresh mask
-in every chunk for every row it read) and ``dropout-masks`` (the same runs, same
-names, after the change: one mask per row and layer over a way's rows,
-:mod:`gnnpipe.models.masks`). Per dataset, model and mode: test accuracy at the best
-validation epoch, mean +- std over the seeds both suites have, each one's difference
-to exact training, the mean epoch time and the source revision of each record set.
-Writes ``bench/results/dropout_masks.json`` and prints a markdown table.
+Reads the records of two suites (no training): ``paper`` and ``dropout-masks``. Every
+pipeline or hybrid record is one of two arms by its ``parallel.dropout_masks``:
+``chunk`` (each chunk draws a mask for every row it reads: every record made before
+the setting existed) or ``row`` (one mask per row and layer, :mod:`gnnpipe.models.masks`);
+single-mode records are the exact reference. Per dataset, model, mode and snapshot
+period R: each arm's test accuracy at the best validation epoch (mean +- std over its
+seeds), its mean difference to the exact run of the same seed, the seeds both arms
+have and the mean row - chunk difference over them, the mean epoch times and the
+source revisions. Writes ``bench/results/dropout_masks.json`` and prints a markdown
+table.
 
     python bench/mask_check.py
 """
@@ -26,121 +28,119 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 from bench.runner import DEFAULT_OUT, load_average, write_measurement  # noqa: E402
 
-MODES = ("pipeline", "hybrid")
+SUITES = ("paper", "dropout-masks")
+ARMS = ("chunk", "row")
 
 
-def _records(folder: Path) -> dict[str, dict[str, Any]]:
-    """Run name -> {record, sidecar} of every finished run in a suite folder."""
-    out = {}
+def _records(folder: Path) -> list[dict[str, Any]]:
+    """{record, sidecar} of every finished run in a suite folder."""
+    out = []
     for path in sorted(folder.glob("*.json")):
         stem = path.name[: -len(".json")]
         if "." in stem or stem == "manifest":
             continue
         side_path = folder / f"{stem}.run.json"
         side = json.loads(side_path.read_text()) if side_path.exists() else {}
-        out[stem] = {"record": json.loads(path.read_text()), "sidecar": side}
+        out.append({"record": json.loads(path.read_text()), "sidecar": side})
     return out
 
 
-def _key(record: dict[str, Any]) -> tuple[str, str, str, int, int]:
-    """(dataset, model, mode, snapshot period, seed) of a record."""
+def _cell(record: dict[str, Any]) -> tuple[str, str, str, int]:
+    """(dataset, model, mode, snapshot period) of a record."""
     cfg = record["config"]
     return (cfg["data"]["dataset"], cfg["model"]["model"], cfg["parallel"]["mode"],
-            int(cfg["parallel"].get("snapshot_period", 1)), int(cfg["train"]["seed"]))
+            int(cfg["parallel"].get("snapshot_period", 1)))
 
 
-def _stats(values: list[float]) -> dict[str, Any]:
-    return {"mean": statistics.fmean(values) if values else None,
-            "std": statistics.stdev(values) if len(values) > 1 else None, "n": len(values)}
+def _arm(record: dict[str, Any]) -> str:
+    return str(record["config"]["parallel"].get("dropout_masks", "chunk"))
+
+
+def _seed(record: dict[str, Any]) -> int:
+    return int(record["config"]["train"]["seed"])
 
 
 def _acc(r: dict[str, Any]) -> float:
     return 100.0 * r["record"]["best"]["test_acc"]
 
 
-def _rev(r: dict[str, Any]) -> str:
-    return str((r["sidecar"].get("source") or {}).get("commit"))
+def _stats(values: list[float]) -> dict[str, Any] | None:
+    if not values:
+        return None
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "n": len(values)}
 
 
-def compare(paper: dict[str, dict[str, Any]], masks: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (dataset, model, mode, snapshot period) that the new suite has, over
-    the seeds whose exact run the paper suite has. The per-chunk-mask columns cover the
-    seeds that also have the paper suite's twin (None where none has: a setting the
-    paper suite did not run)."""
-    by_key = {_key(r["record"]): r for r in paper.values()}
-    # Single mode ignores the pipeline's settings: its runs are known by dataset, model, seed.
-    exact_by = {(k[0], k[1], k[4]): r for k, r in by_key.items() if k[2] == "single"}
+def compare(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (dataset, model, pipelined mode, R) that has a ``row`` arm (module
+    docstring). A seed counts in an arm only where the exact run of that seed exists;
+    a later record of the same arm and seed replaces an earlier one."""
+    exact = {(_cell(r["record"])[:2], _seed(r["record"])): r for r in records
+             if r["record"]["config"]["parallel"]["mode"] == "single"}
+    arms: dict[tuple, dict[str, dict[int, dict[str, Any]]]] = {}
+    for r in records:
+        cell = _cell(r["record"])
+        if cell[2] in ("pipeline", "hybrid") and (cell[:2], _seed(r["record"])) in exact:
+            arms.setdefault(cell, {a: {} for a in ARMS})[_arm(r["record"])][_seed(r["record"])] = r
     rows = []
-    cells = sorted({k[:4] for k in (_key(r["record"]) for r in masks.values())})
-    for cell in cells:
-        dataset, model, mode, period = cell
-        seeds, new, exact, new_t, twins = [], [], [], [], []
-        for r in masks.values():
-            k = _key(r["record"])
-            exact_r = exact_by.get((dataset, model, k[4]))
-            if k[:4] != cell or exact_r is None:
-                continue
-            seeds.append(k[4])
-            new.append(_acc(r))
-            exact.append(_acc(exact_r))
-            new_t.append(r["record"]["summary"]["mean_epoch_time_s"])
-            old_r = by_key.get(k)
-            if old_r is not None:
-                twins.append((_acc(old_r), _acc(exact_r), old_r["record"]["summary"]["mean_epoch_time_s"],
-                              _rev(old_r)))
-        if not seeds:
+    for cell in sorted(arms):
+        by_arm = arms[cell]
+        if not by_arm["row"]:
             continue
-        rows.append({
-            "dataset": dataset, "model": model, "mode": mode, "snapshot_period": period, "seeds": sorted(seeds),
-            "exact_test_acc": _stats(exact), "shared_masks_test_acc": _stats(new),
-            "shared_minus_exact": statistics.fmean(n - e for n, e in zip(new, exact)),
-            "shared_epoch_s": statistics.fmean(new_t),
-            "shared_revisions": sorted({_rev(r) for r in masks.values() if _key(r["record"])[:4] == cell}),
-            "per_chunk_seeds": len(twins),
-            "per_chunk_masks_test_acc": _stats([t[0] for t in twins]) if twins else None,
-            "per_chunk_minus_exact": statistics.fmean(t[0] - t[1] for t in twins) if twins else None,
-            "per_chunk_epoch_s": statistics.fmean(t[2] for t in twins) if twins else None,
-            "per_chunk_revisions": sorted({t[3] for t in twins})})
+        row: dict[str, Any] = dict(zip(("dataset", "model", "mode", "snapshot_period"), cell))
+        ex = {s: _acc(exact[(cell[:2], s)]) for a in ARMS for s in by_arm[a]}
+        row["exact_test_acc"] = _stats([ex[s] for s in sorted(ex)])
+        for a in ARMS:
+            runs = by_arm[a]
+            seeds = sorted(runs)
+            row[a] = None if not seeds else {
+                "seeds": seeds, "test_acc": _stats([_acc(runs[s]) for s in seeds]),
+                "minus_exact": statistics.fmean(_acc(runs[s]) - ex[s] for s in seeds),
+                "epoch_s": statistics.fmean(runs[s]["record"]["summary"]["mean_epoch_time_s"] for s in seeds),
+                "revisions": sorted({str((runs[s]["sidecar"].get("source") or {}).get("commit")) for s in seeds})}
+        both = sorted(set(by_arm["chunk"]) & set(by_arm["row"]))
+        row["paired_seeds"] = both
+        row["row_minus_chunk"] = (statistics.fmean(_acc(by_arm["row"][s]) - _acc(by_arm["chunk"][s]) for s in both)
+                                  if both else None)
+        rows.append(row)
     return rows
 
 
 def _pm(s: dict[str, Any] | None) -> str:
-    if s is None or s["mean"] is None:
+    if s is None:
         return "-"
     return f"{s['mean']:.2f}" + (f" +- {s['std']:.2f}" if s["std"] is not None else "")
 
 
+def _arm_text(a: dict[str, Any] | None) -> str:
+    return "-" if a is None else f"{_pm(a['test_acc'])} ({a['minus_exact']:+.2f}, {len(a['seeds'])} seeds)"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| dataset | model | mode | R | seeds | exact | per-chunk masks (diff) | shared masks (diff) "
-             "| epoch s per-chunk / shared |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| dataset | model | mode | R | exact | chunk masks (- exact, seeds) | row masks (- exact, seeds) "
+             "| row - chunk (paired seeds) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        old = "-" if r["per_chunk_minus_exact"] is None else (
-            f"{_pm(r['per_chunk_masks_test_acc'])} ({r['per_chunk_minus_exact']:+.2f})")
-        old_t = "-" if r["per_chunk_epoch_s"] is None else f"{r['per_chunk_epoch_s']:.3f}"
-        lines.append(
-            f"| {r['dataset']} | {r['model']} | {r['mode']} | {r['snapshot_period']} | {len(r['seeds'])} "
-            f"| {_pm(r['exact_test_acc'])} | {old} "
-            f"| {_pm(r['shared_masks_test_acc'])} ({r['shared_minus_exact']:+.2f}) "
-            f"| {old_t} / {r['shared_epoch_s']:.3f} |")
+        diff = "-" if r["row_minus_chunk"] is None else f"{r['row_minus_chunk']:+.2f} ({len(r['paired_seeds'])})"
+        lines.append(f"| {r['dataset']} | {r['model']} | {r['mode']} | {r['snapshot_period']} "
+                     f"| {_pm(r['exact_test_acc'])} | {_arm_text(r['chunk'])} | {_arm_text(r['row'])} | {diff} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(DEFAULT_OUT), help="the suites' parent folder")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT / "dropout_masks.json")
+    ap.add_argument("--out", default=str(DEFAULT_OUT / "dropout_masks.json"))
     args = ap.parse_args(argv)
     load = load_average()
     results = Path(args.results)
-    rows = compare(_records(results / "paper"), _records(results / "dropout-masks"))
+    rows = compare([r for suite in SUITES for r in _records(results / suite)])
     if not rows:
-        print(f"no run of {results / 'dropout-masks'} has its paper-suite twin and exact run yet",
-              file=sys.stderr)
+        print(f"no row-mask run under {results} has an exact run of its seed yet", file=sys.stderr)
         return 2
-    write_measurement(args, "test accuracy (best validation epoch) and epoch time of the paper suite's pipeline "
-                      "and hybrid runs with per-chunk dropout masks against the same runs with one mask per row "
-                      "and layer (measured by the two suites; differences to the exact runs computed)",
-                      load, rows=rows)
+    write_measurement(args, "test accuracy (best validation epoch) and epoch time of pipeline and hybrid runs "
+                      "with a dropout mask per reading chunk (chunk) and one per row and layer (row), against "
+                      "exact training of the same seed (measured by the paper and dropout-masks suites; "
+                      "differences computed)", load, rows=rows)
     print(table(rows))
     return 0
 

@@ -39,8 +39,10 @@ MACHINE_LOCAL = frozenset({
 })
 
 #: Fields the trainer gained after records were committed, with the value every run
-#: had before the field existed (``stage_dtype``: stage messages in the training dtype).
-IMPLIED = {"parallel.stage_dtype": "same"}
+#: had before the field existed (``stage_dtype``: stage messages in the training dtype;
+#: ``dropout_masks``: a mask per reading chunk, except the runs of commits d117269 to
+#: 37c5cd8, which drew one per row and layer and whose records say so, added after).
+IMPLIED = {"parallel.stage_dtype": "same", "parallel.dropout_masks": "chunk"}
 
 
 def resolved_config(point: dict[str, Any]) -> dict[str, Any]:

@@ -357,6 +357,13 @@ class ParallelConfig(_Checked):
         "pipeline/hybrid: the type stage activations and gradients travel in between stages "
         "(same: the training dtype; bfloat16 halves the stage bytes; evaluation stays exact)",
         choices=("same", "bfloat16")))
+    dropout_masks: str = field(default="chunk", metadata=_meta(
+        "pipeline/hybrid: the layers' dropout masks. chunk: each chunk draws a mask for every row "
+        "it reads, own and halo (a halo row gets one sample per reader); row: one mask per row and "
+        "layer per epoch over a way's rows, which every reader applies, as a whole-graph run does "
+        "(on BlogCatalog at C=8 a stage's compute 0.76x of chunk's; its convergence against "
+        "chunk's is measured in bench/results/dropout_masks.json)",
+        choices=("chunk", "row")))
 
     def _check(self) -> None:
         mode = self.mode
@@ -417,6 +424,8 @@ class ParallelConfig(_Checked):
         if mode not in ("pipeline", "hybrid"):
             self._need(self.stage_dtype == "same", "stage_dtype",
                        f"'same' in {mode} mode (stage_dtype is a pipeline/hybrid setting)")
+            self._need(self.dropout_masks == "chunk", "dropout_masks",
+                       f"'chunk' in {mode} mode (dropout_masks is a pipeline/hybrid setting)")
         # Whether CUDA is there is a question about the machine, not the config: it is
         # asked where the run starts (gnnpipe.engine.layout.resolve_layout).
 

@@ -75,7 +75,8 @@ class EpochState:
             a tensor [2] on the device, read once at the end of the epoch.
         epoch: the epoch's index (the chunk orders' and the dropout masks' key).
         masks: the epoch's dropout masks (:class:`gnnpipe.models.masks.EpochMasks`),
-            made by the stage's ``begin_epoch``; the backward reads them too.
+            made by the stage's ``begin_epoch`` with ``dropout_masks = row`` (else
+            None: each layer call draws its own); the backward reads them too.
     """
 
     orders: tuple[tuple[int, ...], ...]

@@ -24,11 +24,14 @@ a layer ``l >= 2`` (the reads of layer 1 are exact and are not scaled). The stag
 split does not change these semantics (every stage sees the same order), only which
 stage owns which parameters, which :meth:`stage_of` reports.
 
-Dropout draws one mask per row and layer per epoch over each way's rows from a
-generator keyed by ``(seed, epoch, layer, way)`` (:class:`gnnpipe.models.masks.EpochMasks`),
-as a stage does, so the distributed runs match the simulator with dropout too. As in
-hybrid mode, each way encodes its own rows (its block and the rows its chunks read)
-with its own input dropout. The oracle comparisons use float64.
+Dropout as ``parallel.dropout_masks`` says. ``row``: one mask per row and layer per
+epoch over each way's rows from a generator keyed by ``(seed, epoch, layer, way)``
+(:class:`gnnpipe.models.masks.EpochMasks`), as a stage draws it, so the distributed
+runs match the simulator with dropout too. ``chunk``: each layer call draws from this
+process's default generator (same distribution as a stage's draws, other samples: the
+oracle comparisons of that setting use dropout 0). As in hybrid mode, each way
+encodes its own rows (its block and the rows its chunks read) with its own input
+dropout. The oracle comparisons use float64.
 """
 
 from __future__ import annotations
@@ -221,17 +224,19 @@ class PipelineSimulator:
         plans = self.plans
         offsets = [p.row_start for p in plans]
 
+        row_masks = pc.dropout_masks == "row"
         masks = [EpochMasks(self.config.train.seed, epoch, self.device, stream=w) for w in range(self.ways)]
 
         def keep(k: int, slot: int, p: float, width: int, rows: Tensor | slice) -> Tensor | None:
             """Rows ``rows`` (of chunk k's way's row space) of slot ``slot``'s mask."""
-            if p == 0.0:
+            if p == 0.0 or not row_masks:
                 return None
             w = self.way_of[k]
             return masks[w].keep(slot, self.way_rows[w], width, p)[rows]
 
         # Each way's stage 0 encodes the way's rows ([n_rows_w, H]).
-        h0_way = [model.encode(self.way_x[w], generator=masks[w].generator(0)) for w in range(self.ways)]
+        h0_way = [model.encode(self.way_x[w], generator=masks[w].generator(0) if row_masks else None)
+                  for w in range(self.ways)]
         # h0 as each stage holds it: it travels with the activations, rounded to the
         # stage dtype at every stage boundary (a round trip changes nothing at "same").
         h0_at = []

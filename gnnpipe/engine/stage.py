@@ -25,10 +25,13 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
   rows are constants); the gradient of the layer input of ``k`` is its own part plus
   ``G_l[rows of k]``, complete because every chunk that read ``k`` freshly came later
   in the order and has already done its backward.
-* **Dropout.** One mask per row and layer per epoch over the way's rows, drawn from a
-  generator keyed by ``(seed, epoch, layer, way)`` (:class:`gnnpipe.models.masks.EpochMasks`):
-  every chunk of the way reading a row, own or halo, fresh or stale, applies that
-  row's mask, as a whole-graph run does, and the simulator draws the same masks.
+* **Dropout** (``parallel.dropout_masks``). ``chunk`` (the default): each layer call
+  draws a mask for the rows it reads, own and halo, from the default generator, so a
+  halo row gets one sample per reading chunk. ``row``: one mask per row and layer per
+  epoch over the way's rows, drawn from a generator keyed by ``(seed, epoch, layer,
+  way)`` (:class:`gnnpipe.models.masks.EpochMasks`); every chunk of the way reading a
+  row, own or halo, fresh or stale, applies that row's mask, as a whole-graph run
+  does, and the simulator draws the same masks.
 * **Step.** Weight gradients accumulate over the chunks; stage 0 back-propagates the
   summed ``h0`` gradient through encode once; one Adam step (hybrid: after an
   all-reduce over the ways of the stage).
@@ -222,6 +225,7 @@ class Stage:
                                for m in (g.train_mask, g.val_mask, g.test_mask))
         self.num_train = int(g.train_mask.sum())
         self.seed = int(ctx.config.train.seed)
+        self.row_masks = pc.dropout_masks == "row"
         self.num_layers = len(model.layers)
 
         # The type stage messages travel in (``parallel.stage_dtype``): the compute
@@ -261,15 +265,18 @@ class Stage:
             G.zero_()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        st.masks = EpochMasks(self.seed, st.epoch, self.device, stream=self.way)
-        # Draw the epoch's masks now: a later stage would otherwise draw each layer's
-        # on its first chunk, inside the pipeline's fill, where it now waits anyway.
-        for i in range(self.a, self.b):
-            p = self.model.layers[i].input_dropout
-            if p > 0:
-                st.masks.keep(i + 1, self.rows.n_rows, self.dims[i], p)
+        generator = None
+        if self.row_masks:
+            st.masks = EpochMasks(self.seed, st.epoch, self.device, stream=self.way)
+            generator = st.masks.generator(0)
+            # Draw the epoch's masks now: a later stage would otherwise draw each layer's
+            # on its first chunk, inside the pipeline's fill, where it now waits anyway.
+            for i in range(self.a, self.b):
+                p = self.model.layers[i].input_dropout
+                if p > 0:
+                    st.masks.keep(i + 1, self.rows.n_rows, self.dims[i], p)
         if self.first:
-            st.h0_full = self.model.encode(self.x, generator=st.masks.generator(0))
+            st.h0_full = self.model.encode(self.x, generator=generator)
             st.h0_det = st.h0_full.detach()
             st.h0_grad = torch.zeros_like(st.h0_det)
 
@@ -368,8 +375,8 @@ class Stage:
     def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> MaskRows | None:
         """The rows ``rows`` (row-space ids, or a slice of them) of slot ``slot``'s
         dropout mask this epoch, gathered where applied; None when the slot has no
-        dropout (module docstring: Dropout)."""
-        if p == 0.0:
+        dropout or the layer draws its own (module docstring: Dropout)."""
+        if p == 0.0 or st.masks is None:
             return None
         return MaskRows(st.masks.keep(slot, self.rows.n_rows, width, p), rows)  # type: ignore[union-attr]
 

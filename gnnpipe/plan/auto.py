@@ -72,7 +72,8 @@ def resolve_auto(run_config: Any, graph: Any, *, torchrun: bool = False) -> tupl
                      ways=p.ways if (p.ways or 1) > 1 else None,
                      chunks=None if p.chunks == "auto" else p.chunks,
                      stage_split=p.stage_split, snapshot_period=int(p.snapshot_period),
-                     stage_element_size=2 if p.stage_dtype == "bfloat16" else 4)
+                     stage_element_size=2 if p.stage_dtype == "bfloat16" else 4,
+                     row_masks=p.dropout_masks == "row")
     c = plan.chosen
     if c is None:
         raise ConfigError(f"parallel.{'mode' if p.mode == 'auto' else 'chunks'}: expected a layout that fits in "
@@ -80,7 +81,8 @@ def resolve_auto(run_config: Any, graph: Any, *, torchrun: bool = False) -> tupl
     new_p = dataclasses.replace(
         p, mode=c.mode, workers=c.workers, ways=c.ways if c.mode == "hybrid" else 1, chunks=c.chunks,
         stage_split=tuple(c.stage_split) if c.mode in ("pipeline", "hybrid") and c.split == "balanced" else None,
-        stage_dtype=p.stage_dtype if c.mode in ("pipeline", "hybrid") else "same")
+        stage_dtype=p.stage_dtype if c.mode in ("pipeline", "hybrid") else "same",
+        dropout_masks=p.dropout_masks if c.mode in ("pipeline", "hybrid") else "chunk")
     logger.info("planner chose %s: %s (predicted epoch %.3g s, peak %.2f GiB per worker)", c.label(), plan.reason,
                 c.epoch_s, c.peak_memory_bytes / 2**30)
     entry = {"requested": requested, "chosen": c.as_dict(), "reason": plan.reason,

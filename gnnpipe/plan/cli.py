@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--partition", default="metis", choices=("metis", "random"))
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--snapshot-period", type=int, default=23)
+    m.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk",
+                   help="the pipeline's dropout masks, as the trainer's --dropout-masks")
     h = ap.add_argument_group("hardware (a profile, figures, or a calibration on the fly)")
     h.add_argument("--profile", metavar="FILE.json")
     h.add_argument("--memory-gb", type=float, help="memory one worker may use (overrides the profile)")
@@ -209,7 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shape = ModelShape.of(model, stats.num_features, stats.num_classes)
         plan = make_plan(stats, shape, prof, workers=a.workers,
                          modes=(a.mode,) if a.mode else ("single", "graph", "pipeline", "hybrid"),
-                         ways=a.ways, chunks=a.chunks, snapshot_period=a.snapshot_period)
+                         ways=a.ways, chunks=a.chunks, snapshot_period=a.snapshot_period,
+                         row_masks=a.dropout_masks == "row")
         print(json.dumps(plan.as_dict(), indent=1) if a.json else format_table(plan), flush=True)
         return 0
     except GnnpipeInputError as exc:

@@ -6,9 +6,10 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
 * a layer on a chunk: its dense matmul(s) (``2 n d_in d_out`` FLOPs), one
   aggregation (``edges x d_in``), its elementwise rest (``n x d_out``, per model
   kind), the dropout of its input over every row it reads (``(own + halo) x d_in``:
-  on a dense graph the halo rows are most of the cost; graph mode draws a mask for
-  each, a pipeline stage applies its rows of one mask per layer, drawn once over the
-  way's rows: all N in pipeline mode), one call's fixed cost; in the chunked modes also the gather of
+  on a dense graph the halo rows are most of the cost; each reader draws a mask for
+  them, except with ``--dropout-masks row``, where a stage applies its rows of one mask
+  per layer, drawn once over the way's rows: all N in pipeline mode), one call's fixed
+  cost; in the chunked modes also the gather of
   its ``own + halo`` input rows and the scatter of their gradients;
 * ``single``: encode + L layers + classifier + Adam step, over all rows, at all cores
   (``single_speedup``);
@@ -191,22 +192,25 @@ def _stage_params(m: ModelShape, split: tuple[int, ...], s: int) -> int:
 
 
 # ---------------------------------------------------------------------- time
-def layer_costs(p: HardwareProfile, m: ModelShape, g: GraphStats, chunks: int) -> tuple[list[float], float, float]:
+def layer_costs(p: HardwareProfile, m: ModelShape, g: GraphStats, chunks: int,
+                row_masks: bool = False) -> tuple[list[float], float, float]:
     """``(seconds of each layer over all C chunks, the stage-0 encode, the last
     stage's classifier and loss over all chunks)`` of one way (W = 1): what a
     cost-balanced stage split evens out."""
     cut = g.cut(chunks)
     parts = [(cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k])
              for k in range(cut.num_parts)]
-    per_layer = [sum(_layer_s(p, m, l, own, e, loc, True, True) for own, e, loc in parts)
-                 + _mask_draw_s(p, m, l, g.num_nodes) for l in range(1, m.layers + 1)]
+    per_layer = [sum(_layer_s(p, m, l, own, e, loc, True, row_masks) for own, e, loc in parts)
+                 + (_mask_draw_s(p, m, l, g.num_nodes) if row_masks else 0.0) for l in range(1, m.layers + 1)]
     return per_layer, _encode_s(p, m, g, g.num_nodes), sum(_decode_s(p, m, own) for own, _e, _l in parts)
 
 
 def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str, workers: int, ways: int,
-                 stages: int, chunks: int, split: tuple[int, ...], way_halo_rows: float = 0.0) -> TimeParts:
+                 stages: int, chunks: int, split: tuple[int, ...], way_halo_rows: float = 0.0,
+                 row_masks: bool = False) -> TimeParts:
     """Predicted :class:`TimeParts` of one epoch of the layout (module docstring).
-    ``way_halo_rows``: hybrid's ``M_W`` (rows sent between ways per layer)."""
+    ``way_halo_rows``: hybrid's ``M_W`` (rows sent between ways per layer);
+    ``row_masks``: the pipelined modes draw one dropout mask per row and layer."""
     n, e, L = g.num_nodes, g.num_edges, m.layers
     if mode == "single":
         c = (_encode_s(p, m, g, n) + sum(_layer_s(p, m, l, n, e, n, False) for l in range(1, L + 1))
@@ -237,10 +241,10 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
         held_rows = n if ways == 1 else way_rows + way_halo_rows / ways
         totals = []
         for s, (a, b) in enumerate(ranges):
-            t = sum(_mask_draw_s(p, m, l, held_rows) for l in range(a, b + 1))
+            t = sum(_mask_draw_s(p, m, l, held_rows) for l in range(a, b + 1)) if row_masks else 0.0
             for k in blk:
                 own, ed, loc = cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k]
-                t += sum(_layer_s(p, m, l, own, ed, loc, True, True) for l in range(a, b + 1))
+                t += sum(_layer_s(p, m, l, own, ed, loc, True, row_masks) for l in range(a, b + 1))
                 if s == stages - 1:
                     t += _decode_s(p, m, own)
             totals.append((t + _step_s(p, _stage_params(m, split, s))) * p.contention)

@@ -213,3 +213,15 @@ def test_workers_other_than_world_size_under_torchrun_are_refused(monkeypatch, c
                  "--log-level", "ERROR"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: parallel.workers: expected WORLD_SIZE=4 under torchrun, found 2"]
+
+
+def test_dropout_masks_is_a_pipelined_setting_with_chunk_the_default():
+    from gnnpipe.errors import ConfigError
+
+    assert parse_config([])[0].parallel.dropout_masks == "chunk"
+    for mode in ("pipeline", "hybrid"):
+        cfg, _ = parse_config(["--mode", mode, "--workers", "2", "--dropout-masks", "row"])
+        assert cfg.parallel.dropout_masks == "row"
+    for mode, workers in (("graph", "2"), ("single", "1")):
+        with pytest.raises(ConfigError, match="parallel.dropout_masks: expected 'chunk' in " + mode):
+            parse_config(["--mode", mode, "--workers", workers, "--dropout-masks", "row"])

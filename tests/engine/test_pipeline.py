@@ -51,7 +51,7 @@ def make_config(case: dict[str, Any]):
     from gnnpipe.config import ModelConfig, ParallelConfig, RunConfig, TrainConfig
 
     par = {k: case[k] for k in ("shuffle", "snapshot_period", "unbiased_scale", "history_init",
-                                "stage_split", "ways", "stage_dtype") if k in case}
+                                "stage_split", "ways", "stage_dtype", "dropout_masks") if k in case}
     return RunConfig(
         model=ModelConfig(model=case["model"], layers=case.get("layers", 4), hidden=5,
                           dropout=case.get("dropout", 0.0),
@@ -219,10 +219,14 @@ PIPE2 = (
     + [dict(mode="pipeline", workers=2, chunks=30, model="gcnii", **ON)]
     # Stage messages in bfloat16 (activations, h0 and gradients rounded on the wire).
     + [dict(mode="pipeline", workers=2, chunks=5, model=m, stage_dtype="bfloat16", **ON) for m in ("gcn", "gcnii")]
-    # Dropout: one mask per row and layer per epoch, keyed by (seed, epoch, layer), so
-    # the stages draw the simulator's masks (encode, every layer, the classifier).
-    + [dict(mode="pipeline", workers=2, chunks=5, model=m, dropout=0.5, **ON) for m in MODELS]
-    + [dict(mode="pipeline", workers=2, chunks=5, model="gcn", dropout=0.5, input_proj=True, classifier=True, **ON)]
+    # Dropout with row masks: one mask per row and layer per epoch, keyed by (seed,
+    # epoch, layer, way), so the stages draw the simulator's masks (encode, every layer,
+    # the classifier).
+    + [dict(mode="pipeline", workers=2, chunks=5, model=m, dropout=0.5, dropout_masks="row", **ON) for m in MODELS]
+    + [dict(mode="pipeline", workers=2, chunks=5, model="gcn", dropout=0.5, dropout_masks="row",
+            input_proj=True, classifier=True, **ON)]
+    # The default chunk masks (each layer call draws): no simulator twin, see below.
+    + [dict(mode="pipeline", workers=2, chunks=5, model="gcnii", dropout=0.5, **ON)]
 )
 
 
@@ -238,8 +242,8 @@ HYB2 = [
     dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcn", **ON),       # blocks of 3 and 2
     dict(mode="hybrid", workers=2, ways=2, chunks=30, model="gcnii", **ON),    # mostly empty chunks
     # Dropout: each way draws its masks over its rows and encodes its rows itself.
-    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="resgcn+", dropout=0.5, **ON),
-    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcnii", dropout=0.5, **ON),
+    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="resgcn+", dropout=0.5, dropout_masks="row", **ON),
+    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcnii", dropout=0.5, dropout_masks="row", **ON),
 ]
 # Four stages, split (2, 1, 1, 1): h0 crosses three boundaries with the activations.
 PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="gcnii", layers=5, record_calls=True, **ON)]
@@ -277,7 +281,12 @@ def test_pipeline_one_chunk_equals_single(pipe2_results, i):
     assert_matches(pipe2_results[i], epochs, acc)
 
 
-@pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] > 1],
+def simulable(case: dict[str, Any]) -> bool:
+    """Whether the simulator draws the case's dropout masks (none, or row masks)."""
+    return not case.get("dropout") or case.get("dropout_masks") == "row"
+
+
+@pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] > 1 and simulable(c)],
                          ids=lambda i: f"{i}-{PIPE2[i]['model']}-C{PIPE2[i]['chunks']}-"
                                        f"{'on' if PIPE2[i]['shuffle'] else 'off'}")
 def test_pipeline_equals_simulator(pipe2_results, i):
@@ -289,9 +298,20 @@ def test_pipeline_dropout_is_applied(pipe2_results):
     # The dropout cases' agreement with the simulator must not be that of dropout 0.
     for i, case in enumerate(PIPE2):
         if case.get("dropout") and not case.get("input_proj"):
-            j = PIPE2.index({k: v for k, v in case.items() if k != "dropout"})
+            j = PIPE2.index({k: v for k, v in case.items() if k not in ("dropout", "dropout_masks")})
             a, b = merge_ranks(pipe2_results[i], 0, "grads"), merge_ranks(pipe2_results[j], 0, "grads")
             assert any(not torch.allclose(a[k], b[k]) for k in a), case["model"]
+
+
+def test_pipeline_chunk_masks_draw_other_samples_than_row_masks(pipe2_results):
+    # dropout_masks=chunk (the default) draws in each layer call: the same run with row
+    # masks must differ from it (so the setting reaches the stages), and both train.
+    chunk = next(i for i, c in enumerate(PIPE2) if c.get("dropout") and "dropout_masks" not in c)
+    row = PIPE2.index({**PIPE2[chunk], "dropout_masks": "row"})
+    for e in range(EPOCHS):
+        a, b = merge_ranks(pipe2_results[chunk], e, "grads"), merge_ranks(pipe2_results[row], e, "grads")
+        assert set(a) == set(b) and any(not torch.allclose(a[k], b[k]) for k in a)
+        assert all(torch.isfinite(t).all() for t in a.values())
 
 
 def test_pipeline_stale_reads_differ_from_single(pipe2_results):
@@ -369,7 +389,7 @@ def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
     torch.testing.assert_close(w.grad, w2.grad, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] == 5],
+@pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] == 5 and simulable(c)],
                          ids=lambda i: f"{PIPE2[i]['model']}-{'on' if PIPE2[i]['shuffle'] else 'off'}")
 def test_history_drift_is_the_distance_of_stale_reads_from_fresh_values(pipe2_results, i):
     """Each epoch's drift sums (over the ranks) are, per layer, |fresh - historical|^2
