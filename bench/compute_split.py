@@ -48,7 +48,7 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
     if mode != "single":
         argv += ["--workers", str(args.stages)]
     if mode == "pipeline":
-        argv += ["--chunks", str(args.chunks)]
+        argv += ["--chunks", str(args.chunks), "--dropout-masks", args.dropout_masks]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--chunks", type=int, default=8)
+    ap.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk",
+                    help="the pipeline's dropout masks (the trainer's --dropout-masks)")
     args = ap.parse_args(argv)
     cases, load_before = [], load_average()
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             cases.append({"dataset": dataset, "model": model, "runs": runs,
                           "computed": compare(runs, args.stages, args.chunks)})
             print(json.dumps({"case": case, **cases[-1]["computed"]}), flush=True)
+    failed = [f"{c['dataset']}:{c['model']} {m}" for c in cases for m, r in c["runs"].items() if "error" in r]
+    if failed:  # a ratio of a failed run means nothing: write no JSON
+        print(f"compute_split: runs failed, nothing written: {', '.join(failed)}; the first error:\n"
+              + next(r["error"] for c in cases for r in c["runs"].values() if "error" in r), file=sys.stderr)
+        return 1
     write_measurement(
         args,
         "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
