@@ -286,8 +286,7 @@ class PipelineSimulator:
                 p = plans[k]
                 sl = slice(p.row_start, p.row_end)
                 dec = model.decode
-                logits = dec(inp[k], keep(k, self.L + 1, dec.dropout if dec.enabled else 0.0, dec.in_dim,
-                                          self.own_rows[k]))
+                logits = dec(inp[k], keep(k, self.L + 1, dec.input_dropout, dec.in_dim, self.own_rows[k]))
                 logits_parts[k] = logits.detach()
                 loss = loss + training_loss(logits, self.y[sl], self.masks[0][sl], self.num_train)
         loss.backward()

@@ -359,7 +359,7 @@ class Stage:
         state: dict[str, Any] = {"layers": layers, "h0": h0_k}
         if self.last:
             dec = model.decode
-            keep = self._keep(st, self.num_layers + 1, dec.dropout if dec.enabled else 0.0, dec.in_dim, own)
+            keep = self._keep(st, self.num_layers + 1, dec.input_dropout, dec.in_dim, own)
             logits = dec(out, keep)
             loss = training_loss(logits, self.y[own], self.masks[0][own], self.num_train)
             state["loss"] = loss

@@ -110,6 +110,12 @@ class Classifier(nn.Module):
         self.norm = nn.LayerNorm(in_dim) if (enabled and pre_norm) else None
         self.linear = nn.Linear(in_dim, num_classes) if enabled else None
 
+    @property
+    def input_dropout(self) -> float:
+        """The dropout probability applied to its input rows (0 when disabled), as
+        :attr:`GNNLayer.input_dropout`."""
+        return self.dropout if self.linear is not None else 0.0
+
     def forward(self, h: Tensor, keep: Tensor | None = None) -> Tensor:
         if self.linear is None:
             return h
