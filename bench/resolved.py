@@ -42,7 +42,7 @@ MACHINE_LOCAL = frozenset({
 #: had before the field existed (``stage_dtype``: stage messages in the training dtype;
 #: ``dropout_masks``: a mask per reading chunk, except the runs of commits d117269 to
 #: 37c5cd8, which drew one per row and layer and whose records say so, added after).
-IMPLIED = {"parallel.stage_dtype": "same", "parallel.dropout_masks": "chunk"}
+IMPLIED = {"parallel.stage_dtype": "same", "parallel.dropout_masks": "chunk", "parallel.cross_epoch_chunks": 0}
 
 
 def resolved_config(point: dict[str, Any]) -> dict[str, Any]:

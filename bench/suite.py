@@ -22,7 +22,8 @@ Every setting (:data:`SETTINGS`: the ``python -m gnnpipe.train`` flags a suite m
 vary) is a scalar or a list; a list is an axis of the grid. ``data_options`` is a
 table of loader options (``--data-option k=v``) or a list of such tables.
 ``layout`` (workers, ways, chunks, stage_split) and ``techniques`` (shuffle,
-snapshot_period, unbiased_scale, history_init, stage_dtype, dropout_masks) are a table or a list of tables whose
+snapshot_period, unbiased_scale, history_init, stage_dtype, dropout_masks, cross_epoch_chunks) are a table or a
+list of tables whose
 entries are laid over the point. A block's keys replace the defaults' keys whole.
 ``published`` / ``target`` (floats, test accuracy) tag a block's runs for the
 report; they are not settings.
@@ -104,6 +105,7 @@ SETTINGS: dict[str, Setting] = {
     "history_init": Setting("--history-init", "str", PIPELINED),
     "stage_dtype": Setting("--stage-dtype", "str", PIPELINED),
     "dropout_masks": Setting("--dropout-masks", "str", PIPELINED),
+    "cross_epoch_chunks": Setting("--cross-epoch-chunks", "int", ("pipeline",)),
     "seed": Setting("--seed", "int"),
     "log_level": Setting("--log-level", "str"),
     "log_every": Setting("--log-every", "int"),
@@ -112,7 +114,7 @@ SETTINGS: dict[str, Setting] = {
 GROUPS: dict[str, tuple[str, ...]] = {
     "layout": ("workers", "ways", "chunks", "stage_split"),
     "techniques": ("shuffle", "snapshot_period", "unbiased_scale", "history_init", "stage_dtype",
-                   "dropout_masks"),
+                   "dropout_masks", "cross_epoch_chunks"),
 }
 #: Keys of a grid block that tag its runs (for the report) without being settings.
 TAGS = {"published": "float", "target": "float"}

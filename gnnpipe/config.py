@@ -364,6 +364,11 @@ class ParallelConfig(_Checked):
         "(on BlogCatalog at C=8 a stage's compute 0.76x of chunk's; its convergence against "
         "chunk's is measured in bench/results/dropout_masks.json)",
         choices=("chunk", "row")))
+    cross_epoch_chunks: int = field(default=0, metadata=_meta(
+        "pipeline: overlap epochs. At the turn of an epoch (forward done, waiting for the first "
+        "gradient) every stage but the last runs the forward of the next epoch's first K chunks "
+        "with its weights not yet stepped (one step stale, stashed for their backward); 0 (the "
+        "default) keeps the synchronous schedule of DESIGN.md 5. Not across a checkpoint", metavar="K"))
 
     def _check(self) -> None:
         mode = self.mode
@@ -426,6 +431,13 @@ class ParallelConfig(_Checked):
                        f"'same' in {mode} mode (stage_dtype is a pipeline/hybrid setting)")
             self._need(self.dropout_masks == "chunk", "dropout_masks",
                        f"'chunk' in {mode} mode (dropout_masks is a pipeline/hybrid setting)")
+        self._need(self.cross_epoch_chunks >= 0, "cross_epoch_chunks", "an integer >= 0")
+        if mode != "pipeline":
+            self._need(self.cross_epoch_chunks == 0, "cross_epoch_chunks",
+                       f"0 in {mode} mode (cross_epoch_chunks is a pipeline setting)")
+        elif self.chunks != "auto":
+            self._need(self.cross_epoch_chunks <= self.chunks, "cross_epoch_chunks",
+                       f"an integer <= chunks={self.chunks}")
         # Whether CUDA is there is a question about the machine, not the config: it is
         # asked where the run starts (gnnpipe.engine.layout.resolve_layout).
 

@@ -104,8 +104,15 @@ class ModeRunner(Protocol):
         Returns what it measured (``bytes`` sent by kind, ``time_s``)."""
         ...
 
-    def train_epoch(self, epoch: int) -> EpochStats:
-        """One forward and backward over the whole graph and one optimizer step."""
+    def train_epoch(self, epoch: int, continues: bool = False) -> EpochStats:
+        """One forward and backward over the whole graph and one optimizer step.
+        ``continues``: epoch ``epoch + 1`` follows with no checkpoint in between (a
+        pipelined runner may begin it during this one: ``parallel.cross_epoch_chunks``)."""
+        ...
+
+    def end_training(self) -> None:
+        """After the last ``train_epoch``: settle anything begun for an epoch that will
+        not run (so that no transfer is left unmatched)."""
         ...
 
     def evaluate(self) -> dict[str, float]:
@@ -156,3 +163,6 @@ class ReplicaState:
 
     def owned_parameters(self) -> dict[str, torch.Tensor]:
         return dict(self.model.named_parameters())
+
+    def end_training(self) -> None:
+        """Nothing is ever begun ahead of an epoch here."""

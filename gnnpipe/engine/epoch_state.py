@@ -77,6 +77,19 @@ class EpochState:
         masks: the epoch's dropout masks (:class:`gnnpipe.models.masks.EpochMasks`),
             made by the stage's ``begin_epoch`` with ``dropout_masks = row`` (else
             None: each layer call draws its own); the backward reads them too.
+
+    Cross-epoch overlap (``parallel.cross_epoch_chunks``; :mod:`gnnpipe.engine.cross_epoch`):
+        next: the next epoch's state, made by the runner when this epoch's turn runs
+            the next epoch's first chunks ahead (their saved autograd state, sends and
+            encode go there).
+        refresh_snapshot: whether the snapshot is refreshed from ``B`` after this
+            epoch's forward (every R-th epoch); done at the turn when it runs ahead.
+        begun: the stage's ``begin_next`` has set this epoch up at the previous turn.
+        ahead: this epoch's chunks that ran ahead at the previous turn, in order.
+        stash: the weights they (and stage 0's encode of this epoch) used, as leaves
+            whose gradients this epoch's step adds to the parameters'; None if none.
+        history: where this epoch's stale reads come from while its start values are
+            not yet in ``B`` (R > 1, at the previous turn: the snapshot); None: ``B``.
     """
 
     orders: tuple[tuple[int, ...], ...]
@@ -96,3 +109,9 @@ class EpochState:
     drift: dict[int, Tensor] = field(default_factory=dict)
     epoch: int = 0
     masks: Any = None
+    next: "EpochState | None" = None
+    refresh_snapshot: bool = False
+    begun: bool = False
+    ahead: tuple[int, ...] = ()
+    stash: dict[str, Tensor] | None = None
+    history: dict[int, Tensor] | None = None

@@ -19,7 +19,16 @@ from gnnpipe.engine.stage import Stage
 __all__ = ["execute"]
 
 
+def _for(st: EpochState, a: Any) -> EpochState:
+    """The epoch an action is of: this one, or the next (an ``ahead`` action at the
+    turn, whose state the runner made and passed as ``st.next``)."""
+    return st.next if a.ahead else st  # type: ignore[return-value]
+
+
 def _wait_forward(stage: Stage, st: EpochState, a: sch.WaitRecvForward) -> None:
+    if a.ahead:  # at the turn: the rest of the turn's wait (booked as this epoch's bubble)
+        st.timer.wait(st.next.recv_f[a.chunk][0], bubble=True)  # type: ignore[union-attr]
+        return
     st.timer.wait(st.recv_f[a.chunk][0], bubble=st.first_fwd_wait)  # the first: pipeline fill
     st.first_fwd_wait = False
 
@@ -37,16 +46,17 @@ def _wait_sends(stage: Stage, st: EpochState, a: sch.WaitSends) -> None:
 
 #: Action kind -> what the stage does for it.
 _HANDLERS: dict[type, Callable[[Stage, EpochState, Any], None]] = {
-    sch.PostRecvForward: lambda stage, st, a: stage.post_recv_forward(st, a.chunk),
+    sch.PostRecvForward: lambda stage, st, a: stage.post_recv_forward(_for(st, a), a.chunk),
     sch.WaitRecvForward: _wait_forward,
-    sch.Forward: lambda stage, st, a: stage.forward(st, a.chunk, a.step),
-    sch.SendForward: lambda stage, st, a: stage.send_forward(st, a.chunk),
+    sch.Forward: lambda stage, st, a: stage.forward(_for(st, a), a.chunk, a.step),
+    sch.SendForward: lambda stage, st, a: stage.send_forward(_for(st, a), a.chunk),
     sch.PostRecvBackward: lambda stage, st, a: stage.post_recv_backward(st, a.chunk),
     sch.WaitRecvBackward: _wait_backward,
     sch.Backward: lambda stage, st, a: stage.backward(st, a.chunk, a.step),
     sch.SendBackward: lambda stage, st, a: stage.send_backward(st, a.chunk),
     sch.IdleForward: lambda stage, st, a: stage.idle_forward(st, a.step),
     sch.IdleBackward: lambda stage, st, a: stage.idle_backward(st, a.step),
+    sch.BeginNext: lambda stage, st, a: stage.begin_next(st, st.next),
     sch.WaitSends: _wait_sends,
     sch.Step: lambda stage, st, a: stage.step(st),
 }

@@ -201,7 +201,7 @@ class GraphRunner(ReplicaState):
         """Nothing to start: graph mode keeps no history."""
         return {"bytes": self.comm.take_counters(), "time_s": 0.0}
 
-    def train_epoch(self, epoch: int) -> EpochStats:
+    def train_epoch(self, epoch: int, continues: bool = False) -> EpochStats:
         """One forward/backward over the whole graph, summed gradients, one step."""
         # The epoch loop has taken the counters of whatever came before (evaluation).
         sync(self.device)

@@ -68,6 +68,8 @@ class StageRunner:
         self.seed = int(ctx.config.train.seed)
         self.shuffle = bool(ctx.config.parallel.shuffle)
         self.history_init = ctx.config.parallel.history_init
+        self.cross_epoch_chunks = int(ctx.config.parallel.cross_epoch_chunks)
+        self._next: EpochState | None = None  # the next epoch, begun at the last turn
         self.epochs_done = 0
         self.element_size = torch.empty(0, dtype=ctx.dtype).element_size()
         # Stage messages travel in parallel.stage_dtype (DESIGN.md 7 counts 4 bytes per
@@ -90,24 +92,41 @@ class StageRunner:
         return {"history_init": self.history_init, "bytes": self.comm.take_counters(),
                 "time_s": time.perf_counter() - t0}
 
-    def train_epoch(self, epoch: int) -> EpochStats:
-        """One pipelined epoch (DESIGN.md 5 / 6) and one optimizer step."""
-        st, layout = self.stage, self.layout
-        sync(st.device)
-        t_start = time.perf_counter()
+    def _epoch_state(self, epoch: int) -> EpochState:
+        st = self.stage
         orders = sch.way_orders(st.blocks, epoch, self.seed, self.shuffle)
         step_of = torch.empty(st.num_chunks, dtype=torch.int64)
         for o in orders:
             for t, k in enumerate(o):
                 step_of[k] = t
-        state = EpochState(orders=orders, step_of=step_of.to(st.device), timer=StageTimer(self.comm),
-                           epoch=epoch)
-        schedule = sch.build_schedule(layout.stages, st.num_chunks, orders[st.way],
-                                      num_steps=max(len(o) for o in orders))
+        return EpochState(orders=orders, step_of=step_of.to(st.device), timer=StageTimer(self.comm),
+                          epoch=epoch)
+
+    def train_epoch(self, epoch: int, continues: bool = False) -> EpochStats:
+        """One pipelined epoch (DESIGN.md 5 / 6) and one optimizer step.
+
+        ``continues``: epoch ``epoch + 1`` follows with nothing in between but an
+        evaluation (no checkpoint): with ``parallel.cross_epoch_chunks = K`` the stages
+        but the last then run its first K chunks ahead at this epoch's turn."""
+        st, layout = self.stage, self.layout
+        sync(st.device)
+        t_start = time.perf_counter()
+        state, self._next = self._next, None
+        if state is None:
+            state = self._epoch_state(epoch)
+        state.refresh_snapshot = st.period != 1 and (self.epochs_done + 1) % st.period == 0
+        ahead: tuple[int, ...] = ()
+        if continues and self.cross_epoch_chunks > 0 and layout.stages > 1:
+            state.next = self._epoch_state(epoch + 1)
+            ahead = state.next.ahead = state.next.orders[st.way][:self.cross_epoch_chunks]
+        schedule = sch.build_schedule(layout.stages, st.num_chunks, state.orders[st.way],
+                                      num_steps=max(len(o) for o in state.orders),
+                                      carried=len(state.ahead), ahead=ahead)
         if self.epochs_done == 0 and logger.isEnabledFor(logging.DEBUG):
             logger.debug("rank %d: schedule of the first epoch\n%s", st.rank, schedule)
         st.begin_epoch(state)
         execute(st, schedule.for_stage(st.stage), state)
+        self._next = state.next
         if st.last:
             chunks = sorted(state.logits)
             rows = torch.cat([st.plans[k].own_global_nid for k in chunks]) if chunks \
@@ -120,7 +139,8 @@ class StageRunner:
         (loss,) = state.timer.timed(self.comm.all_reduce_control, [state.loss_sum if st.last else 0.0],
                                     bubble=True)
         self.epochs_done += 1
-        st.end_epoch(self.epochs_done)
+        if state.refresh_snapshot:  # not done at a turn
+            st.refresh_snapshot()
         sync(st.device)
         wall = time.perf_counter() - t_start
         self.comm.take_wait_time()
@@ -129,6 +149,20 @@ class StageRunner:
                           compute_s=max(0.0, wall - timer.comm_s - timer.bubble),
                           comm_wait_s=timer.comm_s, bubble_s=timer.bubble,
                           history_drift=st.drift_sums(state, len(st.model.layers)))
+
+    def end_training(self) -> None:
+        """Settle a next epoch begun at the last turn that will not run (early stopping,
+        divergence): its sends complete, the last stage takes the messages it had
+        posted receives for, and the stash is dropped, so that no rank leaves a
+        transfer unmatched."""
+        nxt, self._next = self._next, None
+        if nxt is None:
+            return
+        for h in nxt.sends:
+            self.comm.wait(h)
+        for h, _buf in nxt.recv_f.values():
+            if h is not None:
+                self.comm.wait(h)
 
     def evaluate(self) -> dict[str, float | None]:
         """Exact full-graph accuracies: layer-by-layer inference through the stages;
@@ -152,6 +186,8 @@ class StageRunner:
         count that times the snapshot refresh. The gradient buffers are zeroed at every
         epoch's start, so they are not kept."""
         st = self.stage
+        if self._next is not None:
+            raise RuntimeError("state_dict: an epoch was begun ahead; the loop runs none before a checkpoint")
         return {"params": {n: p.detach() for n, p in st.owned.items()}, "optimizer": st.optimizer.state_dict(),
                 "B": dict(st.B), "snap": None if st.snap is st.B else dict(st.snap),
                 "epochs_done": self.epochs_done}

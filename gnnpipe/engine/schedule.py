@@ -24,6 +24,16 @@ Per stage ``s`` of ``S``, with ``c_t = order[t]``::
     WaitSends                                 # the outstanding isends complete
     Step
 
+Cross-epoch overlap (``parallel.cross_epoch_chunks = K``, pipeline mode only): at the
+turn (after ``PostRecvBackward``) every stage but the last inserts ``BeginNext`` and
+the forward of the NEXT epoch's first K chunks (``ahead`` actions: receive, forward,
+send), which it runs with its weights not yet stepped; the next epoch's program of
+those stages then starts its forward at step K (``carried``). The last stage has no
+turn to fill: after its step it posts the receives of those chunks (so that they
+are matched before an evaluation's transfers on the same link) and computes them in
+the next epoch as usual, whose fill bubble is gone; the turn of the others is spent
+computing.
+
 There is no barrier anywhere: a stage only ever waits for the one message it needs
 next (the reference system stops every pipeline step at a barrier; gnnpipe does not).
 The last stage's ``Forward`` includes the classifier and the loss of the chunk.
@@ -56,6 +66,7 @@ __all__ = [
     "SendBackward",
     "IdleForward",
     "IdleBackward",
+    "BeginNext",
     "WaitSends",
     "Step",
     "Action",
@@ -76,6 +87,7 @@ class PostRecvForward:
     stage: int
     chunk: int
     step: int
+    ahead: bool = False  # of the NEXT epoch (cross-epoch overlap)
     code = "r"
 
 
@@ -86,6 +98,7 @@ class WaitRecvForward:
     stage: int
     chunk: int
     step: int
+    ahead: bool = False  # of the NEXT epoch (cross-epoch overlap)
     code = "R"
 
 
@@ -96,6 +109,7 @@ class Forward:
     stage: int
     chunk: int
     step: int
+    ahead: bool = False  # of the NEXT epoch (cross-epoch overlap)
     code = "F"
 
 
@@ -106,6 +120,7 @@ class SendForward:
     stage: int
     chunk: int
     step: int
+    ahead: bool = False  # of the NEXT epoch (cross-epoch overlap)
     code = "S"
 
 
@@ -168,6 +183,16 @@ class IdleBackward:
 
 
 @dataclass(frozen=True)
+class BeginNext:
+    """Cross-epoch overlap, at the turn: refresh the snapshot after this epoch's forward,
+    set the next epoch's buffers, stash the weights not yet stepped (stage 0: encode
+    every row for the next epoch with them)."""
+
+    stage: int
+    code = "N"
+
+
+@dataclass(frozen=True)
 class WaitSends:
     """Wait until every outstanding send of the stage has completed."""
 
@@ -185,14 +210,14 @@ class Step:
 
 Action = Union[
     PostRecvForward, WaitRecvForward, Forward, SendForward, PostRecvBackward, WaitRecvBackward,
-    Backward, SendBackward, IdleForward, IdleBackward, WaitSends, Step,
+    Backward, SendBackward, IdleForward, IdleBackward, BeginNext, WaitSends, Step,
 ]
 
 
 def _label(a: Action) -> str:
     chunk = getattr(a, "chunk", None)
     if chunk is not None:
-        return f"{a.code}{chunk}"
+        return f"{a.code}{chunk}" + ("+" if getattr(a, "ahead", False) else "")
     step = getattr(a, "step", None)
     return a.code if step is None else f"{a.code}{step}"
 
@@ -240,12 +265,18 @@ class PipelineSchedule:
 
 
 def build_schedule(num_stages: int, num_chunks: int, order: Sequence[int],
-                   num_steps: int | None = None) -> PipelineSchedule:
+                   num_steps: int | None = None, *, carried: int = 0,
+                   ahead: Sequence[int] = ()) -> PipelineSchedule:
     """The schedule of one epoch for ``num_stages`` stages pipelining ``order``.
 
     ``order`` lists distinct chunk ids in ``[0, num_chunks)`` (all of them in pipeline
     mode; one way's block in hybrid mode). ``num_steps`` (default ``len(order)``) may
     exceed it: the extra steps are idle (hybrid). A pure function of its arguments.
+
+    Cross-epoch overlap (pipeline mode; see the module docstring): ``carried`` is the
+    number of leading chunks of ``order`` whose forward every stage but the last ran
+    at the previous epoch's turn (those stages skip them now), ``ahead`` the next
+    epoch's leading chunks that every stage but the last forwards at this epoch's turn.
     """
     s_count = int(num_stages)
     if s_count < 1:
@@ -257,16 +288,27 @@ def build_schedule(num_stages: int, num_chunks: int, order: Sequence[int],
     if steps < len(order_t):
         raise ValueError(f"num_steps: expected >= len(order)={len(order_t)}, found {steps}")
     last = s_count - 1
+    carried = int(carried)
+    ahead_t = tuple(int(c) for c in ahead)
+    if (carried or ahead_t) and (s_count < 2 or steps != len(order_t)):
+        raise ValueError("carried/ahead: expected a pipeline of >= 2 stages without idle steps, "
+                         f"found S={s_count}, steps={steps}, chunks={len(order_t)}")
+    if not 0 <= carried <= len(order_t):
+        raise ValueError(f"carried: expected 0 <= carried <= {len(order_t)}, found {carried}")
+    if len(set(ahead_t)) != len(ahead_t) or any(not 0 <= c < num_chunks for c in ahead_t):
+        raise ValueError(f"ahead: expected distinct chunk ids in [0, {num_chunks}), found {list(ahead_t)}")
 
     def chunk_at(t: int) -> int | None:
         return order_t[t] if t < len(order_t) else None
 
     actions: list[Action] = []
     for s in range(s_count):
-        # Forward, in order.
-        if s > 0 and order_t:
-            actions.append(PostRecvForward(s, order_t[0], 0))
-        for t in range(steps):
+        # Forward, in order; a stage before the last skips the chunks it ran ahead,
+        # the last one finds their receives posted at the end of the previous epoch.
+        first = carried if s < last else 0
+        if s > 0 and carried < len(order_t):
+            actions.append(PostRecvForward(s, order_t[carried], carried))
+        for t in range(first, steps):
             k = chunk_at(t)
             if k is None:
                 actions.append(IdleForward(s, t))
@@ -274,7 +316,7 @@ def build_schedule(num_stages: int, num_chunks: int, order: Sequence[int],
             if s > 0:
                 actions.append(WaitRecvForward(s, k, t))
                 nxt = chunk_at(t + 1)
-                if nxt is not None:
+                if nxt is not None and t + 1 > carried:
                     actions.append(PostRecvForward(s, nxt, t + 1))
             actions.append(Forward(s, k, t))
             if s < last:
@@ -282,6 +324,19 @@ def build_schedule(num_stages: int, num_chunks: int, order: Sequence[int],
         # Backward, in reverse order (idle steps at the end come first).
         if s < last and order_t:
             actions.append(PostRecvBackward(s, order_t[-1], len(order_t) - 1))
+        # The turn: the first gradient is on its way; forward the next epoch's leading
+        # chunks meanwhile (their inputs come from the previous stage's own turn).
+        if s < last and ahead_t:
+            actions.append(BeginNext(s))
+            if s > 0:
+                actions.append(PostRecvForward(s, ahead_t[0], 0, ahead=True))
+            for j, k in enumerate(ahead_t):
+                if s > 0:
+                    actions.append(WaitRecvForward(s, k, j, ahead=True))
+                    if j + 1 < len(ahead_t):
+                        actions.append(PostRecvForward(s, ahead_t[j + 1], j + 1, ahead=True))
+                actions.append(Forward(s, k, j, ahead=True))
+                actions.append(SendForward(s, k, j, ahead=True))
         for t in reversed(range(steps)):
             k = chunk_at(t)
             if k is None:
@@ -296,6 +351,12 @@ def build_schedule(num_stages: int, num_chunks: int, order: Sequence[int],
                 actions.append(SendBackward(s, k, t))
         actions.append(WaitSends(s))
         actions.append(Step(s))
+        if s == last and ahead_t:
+            # The next epoch's first inputs were sent at the others' turns: post their
+            # receives now, in the order sent, before anything else (an evaluation's
+            # transfers) can come between on the same link.
+            for j, k in enumerate(ahead_t):
+                actions.append(PostRecvForward(s, k, j, ahead=True))
     return PipelineSchedule(num_stages=s_count, num_chunks=int(num_chunks), order=order_t,
                             num_steps=steps, actions=tuple(actions))
 

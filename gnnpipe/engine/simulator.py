@@ -142,6 +142,7 @@ class PipelineSimulator:
         self.last_order: tuple[tuple[int, ...], ...] = ()
         self._last_logits: Tensor | None = None
         self._grads: dict[str, Tensor] = {}
+        self._before_step: dict[str, Tensor] = {}
 
     # ------------------------------------------------------------ ownership
     def stage_of(self, name: str) -> int:
@@ -210,8 +211,13 @@ class PipelineSimulator:
                              for l in range(2, self.L + 1)}
 
     # ------------------------------------------------------------ one epoch
-    def train_epoch(self, epoch: int) -> float:
-        """One pipelined epoch; returns the global training loss."""
+    def train_epoch(self, epoch: int, carried: int = 0) -> float:
+        """One pipelined epoch; returns the global training loss.
+
+        ``carried`` (cross-epoch overlap, pipeline mode): the first ``carried`` chunks of
+        this epoch's order ran ahead at the previous epoch's turn, so their layers on
+        every stage but the last used the weights of before the previous step, and so
+        did stage 0's encode of this epoch; those uses' gradients count in this step."""
         pc = self.config.parallel
         if self.snapshot is None:
             self._init_snapshot()
@@ -234,9 +240,24 @@ class PipelineSimulator:
             w = self.way_of[k]
             return masks[w].keep(slot, self.way_rows[w], width, p)[rows]
 
+        # The weights of before the previous step, as leaves, for what ran ahead.
+        last_stage = len(self.split) - 1
+        before = {}
+        if carried and last_stage > 0:
+            before = {n: t.clone().requires_grad_(True) for n, t in self._before_step.items()
+                      if self.stage_of(n) < last_stage}
+        ahead = set(orders[0][:carried]) if before else set()
+
+        def weights(prefix: str) -> dict[str, Tensor]:
+            return {n[len(prefix) + 1:]: t for n, t in before.items() if n.startswith(prefix + ".")}
+
         # Each way's stage 0 encodes the way's rows ([n_rows_w, H]).
-        h0_way = [model.encode(self.way_x[w], generator=masks[w].generator(0) if row_masks else None)
-                  for w in range(self.ways)]
+        h0_way = []
+        for w in range(self.ways):
+            gen = masks[w].generator(0) if row_masks else None
+            h0_way.append(torch.func.functional_call(model.encode, weights("encode"), (self.way_x[w],),
+                                                     {"generator": gen})
+                          if before else model.encode(self.way_x[w], generator=gen))
         # h0 as each stage holds it: it travels with the activations, rounded to the
         # stage dtype at every stage boundary (a round trip changes nothing at "same").
         h0_at = []
@@ -279,8 +300,12 @@ class PipelineSimulator:
                             pieces.append(piece)
                         h_local = torch.cat(pieces)
                     h0_own = h0_at[w][self.layer_stage[l]][self.own_rows[k]] if layer.needs_h0 else None
-                    new[k] = layer(h_local, self.ops[k], h0_own,
-                                   keep(k, l, layer.input_dropout, layer.in_dim, self.local_rows[k]))
+                    args = (h_local, self.ops[k], h0_own,
+                            keep(k, l, layer.input_dropout, layer.in_dim, self.local_rows[k]))
+                    if k in ahead and self.layer_stage[l] < last_stage:
+                        new[k] = torch.func.functional_call(layer, weights(f"layers.{l - 1}"), args)
+                    else:
+                        new[k] = layer(*args)
                 inp = new
             for k in active:
                 p = plans[k]
@@ -290,7 +315,12 @@ class PipelineSimulator:
                 logits_parts[k] = logits.detach()
                 loss = loss + training_loss(logits, self.y[sl], self.masks[0][sl], self.num_train)
         loss.backward()
-        self._grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+        params = dict(model.named_parameters())
+        for n, t in before.items():
+            if t.grad is not None:
+                params[n].grad = t.grad if params[n].grad is None else params[n].grad + t.grad
+        self._grads = {n: p.grad.detach().clone() for n, p in params.items() if p.grad is not None}
+        self._before_step = {n: p.detach().clone() for n, p in params.items()}
         self.optimizer.step()
         self._last_logits = torch.cat([logits_parts[k] for k in range(self.num_chunks)])
         # What the epoch started from (stale reads saw it) and its fresh layer inputs,

@@ -47,7 +47,7 @@ class SingleRunner(ReplicaState):
     def prepare(self) -> dict[str, Any]:
         return {"bytes": {}, "time_s": 0.0}
 
-    def train_epoch(self, epoch: int) -> EpochStats:
+    def train_epoch(self, epoch: int, continues: bool = False) -> EpochStats:
         sync(self.device)
         t0 = time.perf_counter()
         self.model.train()

@@ -55,6 +55,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import EpochState
 from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
 from gnnpipe.engine.way_exchange import WayExchange
@@ -90,22 +91,30 @@ class _GatherRows(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, token: Tensor, buf: Tensor, local_ids: Tensor, sink: list) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, token: Tensor, buf: Tensor, local_ids: Tensor, sink: list,  # type: ignore[override]
+                alt: tuple[Tensor, Tensor] | None) -> Tensor:
         ctx.sink = sink
-        return buf.index_select(0, local_ids)
+        out = buf.index_select(0, local_ids)
+        if alt is not None:  # rows taken from another buffer (cross-epoch: the history)
+            alt_buf, pos = alt
+            out.index_copy_(0, pos, alt_buf.index_select(0, local_ids[pos]))
+        return out
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
         ctx.sink.append(grad)
-        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None
+        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None, None
 
 
-def gather_rows(buf: Tensor, local_ids: Tensor) -> tuple[Tensor, list]:
+def gather_rows(buf: Tensor, local_ids: Tensor,
+                alt: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, list]:
     """``(h_local, sink)``: see :class:`_GatherRows`; after the backward through the
-    layer, ``sink`` holds the gradient of ``h_local`` (empty when none flowed)."""
+    layer, ``sink`` holds the gradient of ``h_local`` (empty when none flowed).
+    ``alt = (other, pos)``: the rows at positions ``pos`` of ``h_local`` come from
+    ``other`` instead of ``buf``."""
     sink: list = []
     token = torch.zeros((), dtype=buf.dtype, device=buf.device, requires_grad=True)
-    return _GatherRows.apply(token, buf, local_ids, sink), sink
+    return _GatherRows.apply(token, buf, local_ids, sink, alt), sink
 
 
 def _holder(holders: list[list[Tensor]]) -> Any:
@@ -123,7 +132,7 @@ def _unhold(h: list[Tensor]) -> Tensor:
     return h[0]
 
 
-def _share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) -> None:
+def _share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) -> list[list[Tensor]]:
     """Let a layer's backward read its output from ``copy`` (the rows just written into
     the next layer's buffer ``B_{l+1}``, equal to ``out`` bit for bit and not written
     again before the backward) and free ``out``'s own memory.
@@ -133,21 +142,24 @@ def _share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) 
     in ``B_{l+1}`` (measured on the 200k-vertex GCN-32, 2 stages: peak 9.37 -> 8.05 GiB
     per worker). ``out`` stays the root of the
     layer's backward, which reads only its shape. Its memory is freed only when every
-    saved tensor that shares it was pointed at ``copy``.
+    saved tensor that shares it was pointed at ``copy``. Returns the holders it
+    pointed at ``copy`` (a cross-epoch turn gives them their own copy again before it
+    writes those rows of ``B_{l+1}``).
 
     Shapes: out and copy [num_own, d].
     """
     storage = out.untyped_storage()
     ptr = storage.data_ptr()
     if ptr == 0:
-        return
+        return []
     shared = [h for h in holders if h[0].untyped_storage().data_ptr() == ptr]
     if not shared or any(h[0].shape != out.shape or h[0].stride() != out.stride()
                          or h[0].storage_offset() != out.storage_offset() for h in shared):
-        return
+        return []
     for h in shared:
         h[0] = copy
     storage.resize_(0)
+    return shared
 
 
 def _sunk(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
@@ -257,14 +269,32 @@ class Stage:
 
     # ------------------------------------------------------------ epoch bounds
     def begin_epoch(self, st: EpochState) -> None:
-        """Buffers from the snapshot, zero gradient buffers, stage 0 encodes every row."""
-        if self.period != 1:
+        """Buffers from the snapshot, zero gradient buffers, stage 0 encodes every row
+        (all but the last two already done at the previous turn when ``st.begun``)."""
+        if st.begun:
+            if self.period != 1 and st.ahead:
+                # B_l still holds the last epoch's values but for the rows the ahead
+                # chunks wrote: the rest starts from the snapshot now.
+                rows = torch.cat([torch.arange(self.own[k].start, self.own[k].stop, device=self.device)
+                                  for k in st.ahead])
+                for l in self.buffered:
+                    kept = self.B[l].index_select(0, rows)
+                    self.B[l].copy_(self.snap[l])
+                    self.B[l].index_copy_(0, rows, kept)
+            st.history = None
+        elif self.period != 1:
             for l in self.buffered:
                 self.B[l].copy_(self.snap[l])
         for G in self.G.values():
             G.zero_()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        if not st.begun:
+            self._begin_forward(st, None)
+
+    def _begin_forward(self, st: EpochState, stash: dict[str, Tensor] | None) -> None:
+        """The epoch's dropout masks (row) and stage 0's encode of every row (with the
+        weights ``stash`` when given: :mod:`gnnpipe.engine.cross_epoch`)."""
         generator = None
         if self.row_masks:
             st.masks = EpochMasks(self.seed, st.epoch, self.device, stream=self.way)
@@ -276,13 +306,32 @@ class Stage:
                 if p > 0:
                     st.masks.keep(i + 1, self.rows.n_rows, self.dims[i], p)
         if self.first:
-            st.h0_full = self.model.encode(self.x, generator=generator)
+            weights = None if stash is None else module_stash(stash, "encode")
+            st.h0_full = call_with(self.model.encode, weights, self.x, generator=generator)
             st.h0_det = st.h0_full.detach()
             st.h0_grad = torch.zeros_like(st.h0_det)
 
-    def end_epoch(self, epochs_done: int) -> None:
-        """Technique 2: refresh the snapshot after every R-th epoch (R = 1: B_l is it)."""
-        if self.period != 1 and epochs_done % self.period == 0:
+    def begin_next(self, st: EpochState, nxt: EpochState) -> None:
+        """The turn of epoch ``st`` (cross-epoch overlap): its forward is done, its
+        first gradient is on the way. Refresh the snapshot if due (``B_l`` holds all of
+        this epoch's values now), set up ``nxt`` (whose ``ahead`` chunks run next) with
+        a stash of the weights not yet stepped, and give this epoch's saved outputs of
+        those chunks their own memory, since their rows of ``B_l`` are written again."""
+        if st.refresh_snapshot:
+            self.refresh_snapshot()
+            st.refresh_snapshot = False
+        for k in nxt.ahead:
+            for h in st.saved[k]["shared"]:
+                h[0] = h[0].clone()
+        nxt.stash = stash_weights({n: p for n, p in self.owned.items() if not n.startswith("decode.")})
+        nxt.history = self.snap if self.period != 1 else None
+        self._begin_forward(nxt, nxt.stash)
+        nxt.begun = True
+
+    def refresh_snapshot(self) -> None:
+        """Technique 2: the snapshot from ``B_l``, after every R-th epoch's forward
+        (R = 1: ``B_l`` is the snapshot, nothing to copy)."""
+        if self.period != 1:
             for l in self.buffered:
                 self.snap[l].copy_(self.B[l])
 
@@ -335,6 +384,14 @@ class Stage:
         layers = []
         out = None
         saved: list[list[Tensor]] = []
+        shared: list[list[Tensor]] = []
+        # Cross-epoch: a chunk run ahead at the turn uses the stashed weights, and its
+        # stale reads come from the history while B_l still holds the last epoch's rows.
+        stash = st.stash if k in st.ahead else None
+        alt_pos = None
+        if st.history is not None:
+            stale = (st.step_of[self.halo_chunk[k]] > t).nonzero().squeeze(1)
+            alt_pos = stale + self.plans[k].num_own
         for i in range(self.a, self.b):
             l = i + 1
             layer = model.layers[i]
@@ -345,18 +402,20 @@ class Stage:
                 self._measure_drift(st, l, own, x_own)
                 self.B[l][own] = x_own
                 if out is not None:
-                    _share_saved_output(saved, out, self.B[l][own])
+                    shared += _share_saved_output(saved, out, self.B[l][own])
                 if self.exchange is not None:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
-                h_local, sink = gather_rows(self.B[l], self.local_ids[k])
+                alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
+                h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt)
             saved = []
             keep = self._keep(st, l, layer.input_dropout, self.dims[l - 1], self.local_ids[k])
+            weights = None if stash is None else module_stash(stash, f"layers.{i}")
             with torch.autograd.graph.saved_tensors_hooks(_holder(saved), _unhold):
-                out = layer(h_local, ops, h0_k if layer.needs_h0 else None, keep)
+                out = call_with(layer, weights, h_local, ops, h0_k if layer.needs_h0 else None, keep)
             layers.append((l, sink, out))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
-        state: dict[str, Any] = {"layers": layers, "h0": h0_k}
+        state: dict[str, Any] = {"layers": layers, "h0": h0_k, "shared": shared}
         if self.last:
             dec = model.decode
             keep = self._keep(st, self.num_layers + 1, dec.input_dropout, dec.in_dim, own)
@@ -389,7 +448,7 @@ class Stage:
         if m == 0:
             return
         fresh = x_own[:m].detach()
-        old = self.B[l][own.start:own.start + m]
+        old = (self.B if st.history is None else st.history)[l][own.start:own.start + m]
         sums = torch.stack([(fresh - old).square().sum(), fresh.square().sum()])
         st.drift[l] = st.drift[l] + sums if l in st.drift else sums
 
@@ -462,7 +521,7 @@ class Stage:
         else:
             msg = g_in if g_h0 is None else torch.cat([g_in, g_h0], dim=1)
             state["grad_in"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
-            state["layers"] = None
+            state["layers"] = state["shared"] = None
             state.pop("loss", None)
 
     def step(self, st: EpochState) -> None:
@@ -472,6 +531,9 @@ class Stage:
             if st.h0_full.requires_grad:  # type: ignore[union-attr]
                 st.h0_full.backward(st.h0_grad)  # type: ignore[union-attr]
             st.h0_full = st.h0_det = st.h0_grad = None
+        if st.stash is not None:  # the share of the chunks run ahead (and of encode)
+            add_stash_gradients(self.owned, st.stash)
+            st.stash = None
         params = list(self.owned.values())
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         if self.num_ways > 1 and grads:

@@ -82,7 +82,8 @@ def resolve_auto(run_config: Any, graph: Any, *, torchrun: bool = False) -> tupl
         p, mode=c.mode, workers=c.workers, ways=c.ways if c.mode == "hybrid" else 1, chunks=c.chunks,
         stage_split=tuple(c.stage_split) if c.mode in ("pipeline", "hybrid") and c.split == "balanced" else None,
         stage_dtype=p.stage_dtype if c.mode in ("pipeline", "hybrid") else "same",
-        dropout_masks=p.dropout_masks if c.mode in ("pipeline", "hybrid") else "chunk")
+        dropout_masks=p.dropout_masks if c.mode in ("pipeline", "hybrid") else "chunk",
+        cross_epoch_chunks=min(p.cross_epoch_chunks, c.chunks) if c.mode == "pipeline" else 0)
     logger.info("planner chose %s: %s (predicted epoch %.3g s, peak %.2f GiB per worker)", c.label(), plan.reason,
                 c.epoch_s, c.peak_memory_bytes / 2**30)
     entry = {"requested": requested, "chosen": c.as_dict(), "reason": plan.reason,

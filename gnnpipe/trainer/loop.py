@@ -1,7 +1,7 @@
 """The epoch loop: one for every mode, single included.
 
 Per epoch ``e`` (0-based for the runner, 1-based in the record):
-``stats = runner.train_epoch(e)``; every ``eval_every`` epochs and at the last one
+``stats = runner.train_epoch(e, continues)``; every ``eval_every`` epochs and at the last one
 ``runner.evaluate()`` (exact, full graph); then two uncounted control all-reduces sum
 the payload bytes over the ranks (training kinds from ``stats``, ``evaluation`` from
 the counters) and gather every rank's time split, of which the record keeps the
@@ -112,7 +112,11 @@ def run_epochs(runner: Any, comm: Any, train: Any, *, rank: int, world_size: int
             before_epoch(epoch)
         sync(device)
         t0 = time.perf_counter()
-        stats = runner.train_epoch(e)
+        # Whether the next epoch follows this one with no checkpoint between (a
+        # pipelined runner with cross-epoch overlap then begins it at this one's turn;
+        # a checkpoint holds no half-begun epoch, so a resume continues exactly).
+        continues = epoch < train.epochs and not (checkpointer is not None and checkpointer.due(epoch, False))
+        stats = runner.train_epoch(e, continues)
         sync(device)
         dt = time.perf_counter() - t0
         evaluated = epoch % train.eval_every == 0 or epoch == train.epochs
@@ -170,6 +174,7 @@ def run_epochs(runner: Any, comm: Any, train: Any, *, rank: int, world_size: int
                 logger.info("early stopping at epoch %d: %d evaluations without a better %s",
                             epoch, train.patience, train.monitor)
             break
+    runner.end_training()  # an epoch begun ahead that will not run (early stop, divergence)
     progress.close()
     if sinks is not None:
         sinks.close()

@@ -25,6 +25,9 @@ MODES = {
     "pipeline": ["--mode", "pipeline", "--workers", "2", "--snapshot-period", "2"],  # history + snapshots
     "hybrid": ["--mode", "hybrid", "--workers", "2", "--ways", "2"],
 }
+# Cross-epoch overlap: epochs 1, 3, 5 begin the next one at their turn; the
+# checkpoint epochs 2 and 4 do not, so a resume from epoch 4 continues exactly.
+OVERLAP = {"pipeline-cross-epoch": MODES["pipeline"] + ["--chunks", "6", "--cross-epoch-chunks", "3"]}
 TIMINGS = {"epoch_time_s", "eval_time_s", "time"}
 
 
@@ -65,9 +68,9 @@ def _assert_same_tensors(a, b, where="") -> None:
         assert a == b, where
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", list(MODES) + list(OVERLAP))
 def test_killed_and_resumed_run_equals_the_uninterrupted_one(mode: str, tmp_path: Path) -> None:
-    args = BASE + MODES[mode]
+    args = BASE + {**MODES, **OVERLAP}[mode]
     whole = _train(args + ["--checkpoint-dir", "A", "--json-out", "a.json"], tmp_path)
     assert whole.returncode == 0, whole.stderr
     victim = "1" if mode != "single" else "0"
@@ -86,7 +89,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(mode: str, tmp_path
     # The history drift (compared above with the rest of the record) is per layer in
     # the modes that read history, none for layer 1, and absent in the exact modes.
     for e in a["epochs"]:
-        if mode in ("pipeline", "hybrid"):
+        if mode in ("pipeline", "hybrid", *OVERLAP):
             assert len(e["history_drift"]) == 4 and e["history_drift"][0] is None
             assert all(d is not None and d >= 0 for d in e["history_drift"][1:])
         else:
