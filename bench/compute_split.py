@@ -37,9 +37,11 @@ from .runner import load_average, write_measurement
 DEFAULT_CASES = ("blogcatalog:gcnii", "blogcatalog:gcn", "amazon_photo:gcnii", "amazon_photo:gcn")
 
 
-def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """One ``python -m gnnpipe.train`` run; returns its per-epoch means and the load."""
-    out = workdir / f"{dataset}-{model}-{mode}.json"
+def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, workdir: Path,
+             extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One ``python -m gnnpipe.train`` run (``extra``: more trainer flags); returns its
+    per-epoch means and the load."""
+    out = workdir / f"{dataset}-{model}-{mode}-{len(list(workdir.iterdir()))}.json"
     argv = [sys.executable, "-m", "gnnpipe.train", "--dataset", dataset, "--data-root", args.data_root,
             "--model", model, "--layers", str(args.layers), "--hidden", str(args.hidden),
             "--input-proj", "--classifier", "--dropout", "0.5", "--lr", "0.001",
@@ -49,6 +51,7 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
         argv += ["--workers", str(args.stages)]
     if mode == "pipeline":
         argv += ["--chunks", str(args.chunks), "--dropout-masks", args.dropout_masks]
+    argv += list(extra)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
