@@ -33,6 +33,7 @@ from typing import Any, Iterable
 from .report_common import (LAYOUT_KEYS, SPLIT, Row, _figure, _legend, _pm, _pyplot, _save, _series_label, _slug,
                             _table, settings_text)
 from .report_drift import drift_section, plot_drift
+from .report_paired import paired_section
 from . import resolved
 from .runner import RunFiles, fmt_duration, group_key, read_json
 from .suite import GROUPS
@@ -235,6 +236,7 @@ def markdown(manifest: dict[str, Any], rows: list[Row], figures: dict[str, list[
             out += [f"### {r.dataset} {r.model} {r.mode} {r.runs[0]['layout']} {rest}".rstrip(), ""]
             out += ablation_table(group, exact) + [""]
             out += _figure(*ablation[i]) if i < len(ablation) else []
+    out += paired_section(rows, lambda r: settings_text(r.point, varied))
     out += drift_section(rows, varied, drift)
     for section, items in figures.items():
         if items:
