@@ -14,9 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import Tensor
 
-__all__ = ["StageTimer", "EpochState"]
+__all__ = ["StageTimer", "Encoded", "EpochState"]
 
 
 class StageTimer:
@@ -53,6 +54,24 @@ class StageTimer:
 
 
 @dataclass
+class Encoded:
+    """Stage 0's ``encode(X)`` of every row for one epoch: the output with its autograd
+    graph (``full``), the detached copy that chunks read (``det``) and the gradient
+    summed over every read (``grad``), back-propagated once at the step.
+
+    Shapes: full, det, grad [n_rows, H]."""
+
+    full: Tensor
+    det: Tensor
+    grad: Tensor
+
+    @classmethod
+    def of(cls, full: Tensor) -> "Encoded":
+        det = full.detach()
+        return cls(full=full, det=det, grad=torch.zeros_like(det))
+
+
+@dataclass
 class EpochState:
     """One epoch of one stage.
 
@@ -68,8 +87,8 @@ class EpochState:
         logits: chunk -> detached logits (last stage).
         first_fwd_wait / first_bwd_wait: whether the next forward / backward wait is
             the first of the epoch (booked as bubble).
-        h0_full / h0_det / h0_grad: stage 0's ``encode(X)`` of every row, its detached
-            copy that the chunks read, and the gradient summed over every read.
+        h0: stage 0's :class:`Encoded` ``encode(X)`` of every row (made by the stage's
+            ``begin_epoch``).
         drift: 1-based layer -> [sum of squared (fresh - historical), sum of squared
             fresh] over the sampled rows (:meth:`gnnpipe.engine.stage.Stage.forward`),
             a tensor [2] on the device, read once at the end of the epoch.
@@ -86,8 +105,10 @@ class EpochState:
             epoch's forward (every R-th epoch); done at the turn when it runs ahead.
         begun: the stage's ``begin_next`` has set this epoch up at the previous turn.
         ahead: this epoch's chunks that ran ahead at the previous turn, in order.
-        stash: the weights they (and stage 0's encode of this epoch) used, as leaves
-            whose gradients this epoch's step adds to the parameters'; None if none.
+        stash: the weights they used, as leaves whose gradients this epoch's step adds
+            to the parameters'; None if none.
+        h0_ahead: stage 0's encode with the stash, which the ahead chunks read (the
+            others read ``h0``, encoded after the step).
         history: where this epoch's stale reads come from while its start values are
             not yet in ``B`` (R > 1, at the previous turn: the snapshot); None: ``B``.
     """
@@ -103,9 +124,7 @@ class EpochState:
     logits: dict[int, Tensor] = field(default_factory=dict)
     first_fwd_wait: bool = True
     first_bwd_wait: bool = True
-    h0_full: Tensor | None = None
-    h0_det: Tensor | None = None
-    h0_grad: Tensor | None = None
+    h0: Encoded | None = None
     drift: dict[int, Tensor] = field(default_factory=dict)
     epoch: int = 0
     masks: Any = None
@@ -114,4 +133,5 @@ class EpochState:
     begun: bool = False
     ahead: tuple[int, ...] = ()
     stash: dict[str, Tensor] | None = None
+    h0_ahead: Encoded | None = None
     history: dict[int, Tensor] | None = None

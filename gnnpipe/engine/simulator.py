@@ -216,8 +216,9 @@ class PipelineSimulator:
 
         ``carried`` (cross-epoch overlap, pipeline mode): the first ``carried`` chunks of
         this epoch's order ran ahead at the previous epoch's turn, so their layers on
-        every stage but the last used the weights of before the previous step, and so
-        did stage 0's encode of this epoch; those uses' gradients count in this step."""
+        every stage but the last, and the encode they read (their ``h0`` rows at every
+        stage), used the weights of before the previous step; those uses' gradients
+        count in this step."""
         pc = self.config.parallel
         if self.snapshot is None:
             self._init_snapshot()
@@ -251,21 +252,27 @@ class PipelineSimulator:
         def weights(prefix: str) -> dict[str, Tensor]:
             return {n[len(prefix) + 1:]: t for n, t in before.items() if n.startswith(prefix + ".")}
 
-        # Each way's stage 0 encodes the way's rows ([n_rows_w, H]).
-        h0_way = []
-        for w in range(self.ways):
+        # Each way's stage 0 encodes the way's rows ([n_rows_w, H]); the chunks that ran
+        # ahead read an encode with the weights of before the previous step.
+        def encode(w: int, stale: bool) -> Tensor:
             gen = masks[w].generator(0) if row_masks else None
-            h0_way.append(torch.func.functional_call(model.encode, weights("encode"), (self.way_x[w],),
-                                                     {"generator": gen})
-                          if before else model.encode(self.way_x[w], generator=gen))
-        # h0 as each stage holds it: it travels with the activations, rounded to the
-        # stage dtype at every stage boundary (a round trip changes nothing at "same").
-        h0_at = []
-        for h0 in h0_way:
+            if stale:
+                return torch.func.functional_call(model.encode, weights("encode"), (self.way_x[w],),
+                                                  {"generator": gen})
+            return model.encode(self.way_x[w], generator=gen)
+
+        def at_stages(h0: Tensor) -> list[Tensor]:
+            # h0 as each stage holds it: it travels with the activations, rounded to the
+            # stage dtype at every stage boundary (a round trip changes nothing at "same").
             at = [h0]
             for _ in self.split[1:]:
                 at.append(_RoundTrip.apply(at[-1], self.wire) if self.wire is not None else at[-1])
-            h0_at.append(at)
+            return at
+
+        h0_way = [encode(w, False) for w in range(self.ways)]
+        h0_at = [at_stages(h0) for h0 in h0_way]
+        h0_way_ahead = [encode(w, True) for w in range(self.ways)] if ahead else h0_way
+        h0_at_ahead = [at_stages(h0) for h0 in h0_way_ahead] if ahead else h0_at
         # cur[l][j]: layer-l input rows of chunk j: the snapshot constant until written.
         cur = {l: [self.snapshot[l][p.row_start:p.row_end] for p in plans] for l in range(2, self.L + 1)}
         written: dict[int, set[int]] = {l: set() for l in range(2, self.L + 1)}
@@ -288,7 +295,7 @@ class PipelineSimulator:
                     p = plans[k]
                     w = self.way_of[k]
                     if l == 1:
-                        h_local = h0_way[w][self.local_rows[k]]
+                        h_local = (h0_way_ahead if k in ahead else h0_way)[w][self.local_rows[k]]
                     else:
                         pieces = [cur[l][k]]
                         halo = p.halo_global_nid
@@ -299,7 +306,8 @@ class PipelineSimulator:
                                 piece = _ScaleGrad.apply(piece, 2.0)
                             pieces.append(piece)
                         h_local = torch.cat(pieces)
-                    h0_own = h0_at[w][self.layer_stage[l]][self.own_rows[k]] if layer.needs_h0 else None
+                    h0_own = ((h0_at_ahead if k in ahead else h0_at)[w][self.layer_stage[l]][self.own_rows[k]]
+                              if layer.needs_h0 else None)
                     args = (h_local, self.ops[k], h0_own,
                             keep(k, l, layer.input_dropout, layer.in_dim, self.local_rows[k]))
                     if k in ahead and self.layer_stage[l] < last_stage:

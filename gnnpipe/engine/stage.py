@@ -56,7 +56,7 @@ import torch
 from torch import Tensor
 
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
-from gnnpipe.engine.epoch_state import EpochState
+from gnnpipe.engine.epoch_state import Encoded, EpochState
 from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
 from gnnpipe.engine.way_exchange import WayExchange
 from gnnpipe.models.masks import EpochMasks, MaskRows
@@ -270,7 +270,7 @@ class Stage:
     # ------------------------------------------------------------ epoch bounds
     def begin_epoch(self, st: EpochState) -> None:
         """Buffers from the snapshot, zero gradient buffers, stage 0 encodes every row
-        (all but the last two already done at the previous turn when ``st.begun``)."""
+        (when ``st.begun`` the buffers and masks were set at the previous turn)."""
         if st.begun:
             if self.period != 1 and st.ahead:
                 # B_l still holds the last epoch's values but for the rows the ahead
@@ -290,26 +290,32 @@ class Stage:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         if not st.begun:
-            self._begin_forward(st, None)
+            self._draw_masks(st)
+        if self.first:
+            st.h0 = self._encode(st, None)
 
-    def _begin_forward(self, st: EpochState, stash: dict[str, Tensor] | None) -> None:
-        """The epoch's dropout masks (row) and stage 0's encode of every row (with the
-        weights ``stash`` when given: :mod:`gnnpipe.engine.cross_epoch`)."""
-        generator = None
+    def _draw_masks(self, st: EpochState) -> None:
+        """The epoch's dropout masks (``row``; with ``chunk`` each layer call draws)."""
         if self.row_masks:
             st.masks = EpochMasks(self.seed, st.epoch, self.device, stream=self.way)
-            generator = st.masks.generator(0)
             # Draw the epoch's masks now: a later stage would otherwise draw each layer's
             # on its first chunk, inside the pipeline's fill, where it now waits anyway.
             for i in range(self.a, self.b):
                 p = self.model.layers[i].input_dropout
                 if p > 0:
                     st.masks.keep(i + 1, self.rows.n_rows, self.dims[i], p)
-        if self.first:
-            weights = None if stash is None else module_stash(stash, "encode")
-            st.h0_full = call_with(self.model.encode, weights, self.x, generator=generator)
-            st.h0_det = st.h0_full.detach()
-            st.h0_grad = torch.zeros_like(st.h0_det)
+
+    def _encode(self, st: EpochState, stash: dict[str, Tensor] | None) -> Encoded:
+        """Stage 0's encode of every row for epoch ``st`` (with the weights ``stash``
+        when given: :mod:`gnnpipe.engine.cross_epoch`); row masks draw its dropout from
+        the epoch's slot-0 generator, the same draw at every call."""
+        generator = st.masks.generator(0) if st.masks is not None else None
+        weights = None if stash is None else module_stash(stash, "encode")
+        return Encoded.of(call_with(self.model.encode, weights, self.x, generator=generator))
+
+    def _h0(self, st: EpochState, k: int) -> Encoded:
+        """The encode chunk ``k`` reads: the stashed one if it ran ahead."""
+        return st.h0_ahead if st.h0_ahead is not None and k in st.ahead else st.h0  # type: ignore[return-value]
 
     def begin_next(self, st: EpochState, nxt: EpochState) -> None:
         """The turn of epoch ``st`` (cross-epoch overlap): its forward is done, its
@@ -325,7 +331,9 @@ class Stage:
                 h[0] = h[0].clone()
         nxt.stash = stash_weights({n: p for n, p in self.owned.items() if not n.startswith("decode.")})
         nxt.history = self.snap if self.period != 1 else None
-        self._begin_forward(nxt, nxt.stash)
+        self._draw_masks(nxt)
+        if self.first:
+            nxt.h0_ahead = self._encode(nxt, nxt.stash)
         nxt.begun = True
 
     def refresh_snapshot(self) -> None:
@@ -375,7 +383,7 @@ class Stage:
         ops = self.ops[k]
         if self.first:
             x_own = None
-            h0_k = st.h0_det[own].clone().requires_grad_(self.needs_h0)  # type: ignore[index]
+            h0_k = self._h0(st, k).det[own].clone().requires_grad_(self.needs_h0)
         else:
             buf = st.recv_f.pop(k)[1].to(self.dtype)
             d_in = self.dims[self.a]
@@ -397,7 +405,7 @@ class Stage:
             layer = model.layers[i]
             if l == 1:
                 # Stage 0, layer 1: reads encode(X) of every local row, all exact.
-                h_local, sink = gather_rows(st.h0_det, self.local_ids[k])  # type: ignore[arg-type]
+                h_local, sink = gather_rows(self._h0(st, k).det, self.local_ids[k])
             else:
                 self._measure_drift(st, l, own, x_own)
                 self.B[l][own] = x_own
@@ -486,7 +494,7 @@ class Stage:
                 torch.autograd.backward(out, g_out)
             gl = _sunk(sink, (p.num_local, self.dims[l - 1]), out)
             if l == 1:
-                st.h0_grad.index_add_(0, self.local_ids[k], gl)  # type: ignore[union-attr]
+                self._h0(st, k).grad.index_add_(0, self.local_ids[k], gl)
                 g_in = None
                 continue
             halo_g = gl[n_own:]
@@ -516,7 +524,7 @@ class Stage:
                 g_h0 = g_h0 + g_h0_next
         if self.first:
             if g_h0 is not None:
-                st.h0_grad[own] += g_h0  # type: ignore[index]
+                self._h0(st, k).grad[own] += g_h0
             st.saved.pop(k)
         else:
             msg = g_in if g_h0 is None else torch.cat([g_in, g_h0], dim=1)
@@ -528,10 +536,11 @@ class Stage:
         """encode's backward (stage 0), the weight all-reduce over the ways, Adam."""
         if self.first:
             # encode's backward once, with the h0 gradient summed over every read.
-            if st.h0_full.requires_grad:  # type: ignore[union-attr]
-                st.h0_full.backward(st.h0_grad)  # type: ignore[union-attr]
-            st.h0_full = st.h0_det = st.h0_grad = None
-        if st.stash is not None:  # the share of the chunks run ahead (and of encode)
+            for enc in (st.h0, st.h0_ahead):
+                if enc is not None and enc.full.requires_grad:
+                    enc.full.backward(enc.grad)
+            st.h0 = st.h0_ahead = None
+        if st.stash is not None:  # the share of the chunks run ahead
             add_stash_gradients(self.owned, st.stash)
             st.stash = None
         params = list(self.owned.values())
