@@ -87,10 +87,10 @@ def compare(runs: dict[str, dict[str, Any]], stages: int, chunks: int) -> dict[s
             "target_epoch_ratio_dense": 1.0}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="bench/results/compute_split.json")
-    ap.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), metavar="DATASET:MODEL")
+def run_arguments(ap: argparse.ArgumentParser, out: str, cases: tuple[str, ...]) -> None:
+    """The flags :func:`run_once` reads (and ``--out``, ``--cases``), with defaults."""
+    ap.add_argument("--out", default=out)
+    ap.add_argument("--cases", nargs="+", default=list(cases), metavar="DATASET:MODEL")
     ap.add_argument("--data-root", default=os.environ.get("GNNPIPE_DATASETS", "../shared/datasets"))
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=100)
@@ -99,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk",
                     help="the pipeline's dropout masks (the trainer's --dropout-masks)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    run_arguments(ap, "bench/results/compute_split.json", DEFAULT_CASES)
     args = ap.parse_args(argv)
     cases, load_before = [], load_average()
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from .compute_split import run_once
+from .compute_split import run_arguments, run_once
 from .runner import load_average, write_measurement
 
 DEFAULT_CASES = ("blogcatalog:gcnii", "amazon_photo:gcnii", "blogcatalog:gcn", "amazon_photo:gcn")
@@ -49,17 +48,9 @@ def summarize(runs: list[dict[str, Any]], ks: list[int], stages: int, chunks: in
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="bench/results/cross_epoch.json")
-    ap.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), metavar="DATASET:MODEL")
-    ap.add_argument("--data-root", default=os.environ.get("GNNPIPE_DATASETS", "../shared/datasets"))
-    ap.add_argument("--layers", type=int, default=32)
-    ap.add_argument("--hidden", type=int, default=100)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--stages", type=int, default=2)
-    ap.add_argument("--chunks", type=int, default=8)
+    run_arguments(ap, "bench/results/cross_epoch.json", DEFAULT_CASES)
     ap.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2], help="--cross-epoch-chunks values (0 first)")
     ap.add_argument("--repeats", type=int, default=2, help="rounds over the K values")
-    ap.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk")
     args = ap.parse_args(argv)
     if args.ks[0] != 0:
         ap.error(f"--ks: expected 0 first (the synchronous reference), found {args.ks}")
