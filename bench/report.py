@@ -163,9 +163,15 @@ def ablation_groups(rows: list[Row]) -> list[tuple[list[Row], Row | None]]:
 
 
 def technique_text(techniques: dict[str, Any]) -> str:
+    """The four techniques always; the later settings where a record has them off their
+    default (a record from before a setting existed had its default)."""
     t = techniques
-    return (f"shuffle {'on' if t['shuffle'] else 'off'}, R={t['snapshot_period']}, "
+    text = (f"shuffle {'on' if t['shuffle'] else 'off'}, R={t['snapshot_period']}, "
             f"unbiased {'x2' if t['unbiased_scale'] else 'off'}, history {t['history_init']}")
+    extra = [f"{name} {t[key]}" for key, name, default in (
+        ("stage_dtype", "stage dtype", "same"), ("dropout_masks", "masks", "chunk"),
+        ("cross_epoch_chunks", "cross-epoch K=", 0)) if t.get(key) not in (None, default)]
+    return ", ".join([text, *extra]).replace("K= ", "K=")
 
 
 def ablation_table(group: list[Row], exact: Row | None) -> list[str]:

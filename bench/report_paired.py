@@ -65,9 +65,11 @@ def paired_section(rows: list[Row], settings: Any) -> list[str]:
     pairs = paired_rows(rows)
     if not pairs:
         return []
-    header = ["dataset", "model", "mode", "layout", "settings", "seeds", "mean (points)", "per seed",
-              "95 % half width", "seeds for ±1 point"]
-    lines = [[r.dataset, r.model, r.mode, r.runs[0]["layout"], settings(r) or "-", ",".join(map(str, p["seeds"])),
-              f"{p['mean']:+.2f}", " ".join(f"{d:+.1f}" for d in p["diffs"]), f"±{p['half_width']:.1f}",
-              str(p["seeds_for_1_point"])] for r, p in pairs]
+    with_grid = any(r.grid for r, _ in pairs)  # the block's name tells blocks apart
+    header = [*(["grid"] if with_grid else []), "dataset", "model", "mode", "layout", "settings", "seeds",
+              "mean (points)", "per seed", "95 % half width", "seeds for ±1 point"]
+    lines = [[*([r.grid] if with_grid else []), r.dataset, r.model, r.mode, r.runs[0]["layout"],
+              settings(r) or "-", ",".join(map(str, p["seeds"])), f"{p['mean']:+.2f}",
+              " ".join(f"{d:+.1f}" for d in p["diffs"]), f"±{p['half_width']:.1f}", str(p["seeds_for_1_point"])]
+             for r, p in pairs]
     return ["## Paired with exact training", "", EXPLANATION, "", *_table(header, lines), ""]

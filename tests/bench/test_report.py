@@ -209,3 +209,13 @@ def test_records_without_drift_give_no_section():
         {"suite": "s", "file": "f", "description": "d", "runs": entries,
          "machine": {"hostname": "h", "cpu_cores": {"usable": 2}, "torch": "t", "gnnpipe": "g", "python": "3"}},
         rows, {}, [], [])
+
+
+def test_technique_text_names_the_later_settings_off_their_default():
+    from bench.report import technique_text
+
+    base = {"shuffle": True, "snapshot_period": 23, "unbiased_scale": False, "history_init": "exact"}
+    assert technique_text(base) == "shuffle on, R=23, unbiased off, history exact"
+    assert technique_text({**base, "dropout_masks": "chunk", "cross_epoch_chunks": 0}) == technique_text(base)
+    assert technique_text({**base, "dropout_masks": "row", "cross_epoch_chunks": 2, "stage_dtype": "bfloat16"}) == (
+        "shuffle on, R=23, unbiased off, history exact, stage dtype bfloat16, masks row, cross-epoch K=2")

@@ -42,3 +42,12 @@ def test_rows_without_an_exact_reference_or_two_shared_seeds_are_left_out():
     graph.ref = _row("graph", {0: 0.8, 1: 0.7})
     assert paired(lone) is None and paired(graph) is None and paired(exact) is None
     assert paired_section([exact, lone, graph], lambda r: "") == []
+
+
+def test_grid_names_tell_rows_apart():
+    exact = _row("single", {0: 0.8, 1: 0.7})
+    a, b = _row("pipeline", {0: 0.8, 1: 0.7}), _row("pipeline", {0: 0.7, 1: 0.7})
+    a.ref = b.ref = exact
+    a.grid, b.grid = "synchronous", "overlap"
+    text = "\n".join(paired_section([exact, a, b], lambda r: ""))
+    assert "| synchronous | d | gcnii |" in text and "| overlap | d | gcnii |" in text
