@@ -4,6 +4,8 @@ max tie rule, operator reuse, determinism and input errors."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -13,8 +15,14 @@ from gnnpipe.partition import build_chunk_plans, whole_graph_plan
 
 F64 = torch.float64
 HAS_SCATTER = "scatter" in available_backends()
+# .ci/run sets GNNPIPE_REQUIRE_SCATTER=1 after installing torch-scatter: the scatter
+# backend tests then run (and fail if torch_scatter does not import) instead of skipping.
+REQUIRE_SCATTER = os.environ.get("GNNPIPE_REQUIRE_SCATTER") == "1"
 SCATTER = pytest.param(
-    "scatter", marks=pytest.mark.skipif(not HAS_SCATTER, reason="torch_scatter is not importable")
+    "scatter",
+    marks=pytest.mark.skipif(
+        not HAS_SCATTER and not REQUIRE_SCATTER, reason="torch_scatter is not importable (GNNPIPE_REQUIRE_SCATTER unset)"
+    ),
 )
 FAST_BACKENDS = ["torch", SCATTER]
 ALL_BACKENDS = ["torch", SCATTER, "reference"]
@@ -175,6 +183,47 @@ def test_max_ties_split_gradient_evenly(make_random_graph, backend):
     want = torch.zeros(30, 3, dtype=F64).index_add_(0, src, hit * (grad_y / ties.clamp_min(1))[dst])
     assert int((ties > 1).sum()) > 10  # the case is exercised
     torch.testing.assert_close(grad_x, want, **TIGHT)
+
+
+@pytest.mark.skipif(not HAS_SCATTER and not REQUIRE_SCATTER, reason="torch_scatter is not importable")
+def test_scatter_max_sends_each_gradient_to_one_arg_max_edge(make_random_graph):
+    """The scatter backend's rule (torch-scatter's): an output element's gradient goes
+    whole to one edge whose source attains the maximum, not split among ties. Checked
+    element by element with one-hot output gradients."""
+    graph = make_random_graph(30, 120, seed=8)
+    plan = whole_graph_plan(graph)
+    x = torch.randint(0, 3, (30, 3), generator=torch.Generator().manual_seed(9)).to(F64).requires_grad_(True)
+    y = ChunkOps.build(plan, dtype=F64, backend="scatter").aggregate(x, "max")
+    dst, src = graph.dst_index(), graph.indices
+    checked_ties = 0
+    for v in range(30):
+        sources = src[dst == v]
+        for j in range(3):
+            (grad_x,) = torch.autograd.grad(y[v, j], x, retain_graph=True)
+            if sources.numel() == 0:
+                assert float(y[v, j]) == 0.0 and not grad_x.any()
+                continue
+            winners = set(sources[x[sources, j] == y[v, j]].tolist())
+            nonzero = grad_x.nonzero().tolist()
+            assert len(nonzero) == 1 and nonzero[0][1] == j and nonzero[0][0] in winners
+            assert float(grad_x.sum()) == 1.0
+            checked_ties += len(winners) > 1
+    assert checked_ties > 10  # distinct sources tie: the case where the rules differ
+
+
+@pytest.mark.skipif(not REQUIRE_SCATTER, reason="GNNPIPE_REQUIRE_SCATTER=1 is not set (CI sets it with torch-scatter installed)")
+def test_required_scatter_backend_is_the_real_torch_scatter(make_random_graph):
+    """Under GNNPIPE_REQUIRE_SCATTER=1 the scatter backend must be the compiled library:
+    torch_scatter imports, its segment_csr op is registered with torch, and ChunkOps
+    uses that segment_csr (not a stand-in), so the scatter tests above ran for real."""
+    import torch_scatter
+
+    assert HAS_SCATTER
+    assert torch_scatter.segment_csr.__module__ == "torch_scatter.segment_csr"
+    assert hasattr(torch.ops.torch_scatter, "segment_sum_csr") and hasattr(torch.ops.torch_scatter, "segment_max_csr")
+    ops = ChunkOps.build(whole_graph_plan(make_random_graph(8, 20, seed=29)), backend="scatter")
+    assert ops.backend == "scatter"
+    assert ops._impl._segment_csr is torch_scatter.segment_csr
 
 
 @pytest.mark.parametrize("reduce", REDUCES)
