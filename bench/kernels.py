@@ -16,6 +16,8 @@ tensor copy). Results go to ``bench/results/kernels.json`` with the machine info
     python bench/kernels.py                       # full run (minutes on 2 cores)
     python bench/kernels.py --nodes 20000 --edges 200000 --out /tmp/k.json   # quick
     python bench/kernels.py --device cuda         # on a GPU (synchronised timing)
+    python bench/kernels.py --backends torch scatter --out bench/results/kernels_scatter.json
+                                                  # torch-scatter beside the CSR backend
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ def machine_info(device: torch.device) -> dict:
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
+    try:  # the scatter backend's library, when installed (None: not importable)
+        import torch_scatter
+
+        info["torch_scatter"] = torch_scatter.__version__
+    except Exception:
+        info["torch_scatter"] = None
     return info
 
 
