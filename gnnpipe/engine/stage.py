@@ -58,6 +58,8 @@ from torch import Tensor
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import Encoded, EpochState
 from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
+from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
+                                           unhold)
 from gnnpipe.engine.way_exchange import WayExchange
 from gnnpipe.models.masks import EpochMasks, MaskRows
 from gnnpipe.models.objective import training_loss
@@ -73,103 +75,6 @@ TAG_FWD, TAG_BWD = 11, 12
 #: measure costs nothing next to the layer (the chunk's rows are in partition order,
 #: unrelated to the features).
 DRIFT_ROWS = 256
-
-
-class _GatherRows(torch.autograd.Function):
-    """``h_local = buf[local_ids]`` as an autograd node whose gradient lands in a sink.
-
-    The stage needs the gradient of each layer's gathered input ``h_local`` (its halo
-    part goes to ``G_l``, its own part down the stage). Making ``h_local`` a leaf
-    would keep every gathered ``[n_local, d]`` tensor alive from a chunk's forward to
-    its backward only to read ``.grad``: the largest state of a pipelined stage, since
-    ``n_local`` (own + halo rows) is 3.4x the own rows at C = 8 on the synthetic
-    default. Through this node the gathered rows live only as long as the layer itself
-    saves them (a GCN or GCNII layer saves none of them), and backward stops here: the
-    scalar ``token`` is the leaf, ``buf`` is a constant.
-
-    Shapes: buf [N, d]; local_ids [n_local]; output and the sunk gradient [n_local, d].
-    """
-
-    @staticmethod
-    def forward(ctx: Any, token: Tensor, buf: Tensor, local_ids: Tensor, sink: list,  # type: ignore[override]
-                alt: tuple[Tensor, Tensor] | None) -> Tensor:
-        ctx.sink = sink
-        out = buf.index_select(0, local_ids)
-        if alt is not None:  # rows taken from another buffer (cross-epoch: the history)
-            alt_buf, pos = alt
-            out.index_copy_(0, pos, alt_buf.index_select(0, local_ids[pos]))
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
-        ctx.sink.append(grad)
-        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None, None
-
-
-def gather_rows(buf: Tensor, local_ids: Tensor,
-                alt: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, list]:
-    """``(h_local, sink)``: see :class:`_GatherRows`; after the backward through the
-    layer, ``sink`` holds the gradient of ``h_local`` (empty when none flowed).
-    ``alt = (other, pos)``: the rows at positions ``pos`` of ``h_local`` come from
-    ``other`` instead of ``buf``."""
-    sink: list = []
-    token = torch.zeros((), dtype=buf.dtype, device=buf.device, requires_grad=True)
-    return _GatherRows.apply(token, buf, local_ids, sink, alt), sink
-
-
-def _holder(holders: list[list[Tensor]]) -> Any:
-    """A pack hook that keeps each tensor autograd saves in a one-element list, kept in
-    ``holders``, so that the stage can later point it at equal values elsewhere."""
-
-    def pack(t: Tensor) -> list[Tensor]:
-        h = [t]
-        holders.append(h)
-        return h
-    return pack
-
-
-def _unhold(h: list[Tensor]) -> Tensor:
-    return h[0]
-
-
-def _share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) -> list[list[Tensor]]:
-    """Let a layer's backward read its output from ``copy`` (the rows just written into
-    the next layer's buffer ``B_{l+1}``, equal to ``out`` bit for bit and not written
-    again before the backward) and free ``out``'s own memory.
-
-    A ReLU-ended layer (GCN, SAGE, GCNII) saves its output for the backward; without
-    this the stage would hold every chunk's layer outputs twice, once saved and once
-    in ``B_{l+1}`` (measured on the 200k-vertex GCN-32, 2 stages: peak 9.37 -> 8.05 GiB
-    per worker). ``out`` stays the root of the
-    layer's backward, which reads only its shape. Its memory is freed only when every
-    saved tensor that shares it was pointed at ``copy``. Returns the holders it
-    pointed at ``copy`` (a cross-epoch turn gives them their own copy again before it
-    writes those rows of ``B_{l+1}``).
-
-    Shapes: out and copy [num_own, d].
-    """
-    storage = out.untyped_storage()
-    ptr = storage.data_ptr()
-    if ptr == 0:
-        return []
-    shared = [h for h in holders if h[0].untyped_storage().data_ptr() == ptr]
-    if not shared or any(h[0].shape != out.shape or h[0].stride() != out.stride()
-                         or h[0].storage_offset() != out.storage_offset() for h in shared):
-        return []
-    for h in shared:
-        h[0] = copy
-    storage.resize_(0)
-    return shared
-
-
-def _sunk(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
-    """The gradient in ``sink`` (autograd sums every use of ``h_local`` before calling
-    the node's backward once), or zeros when none flowed."""
-    return sink[0] if sink else torch.zeros(shape, dtype=like.dtype, device=like.device)
-
-
-def _grad(t: Tensor) -> Tensor:
-    return t.grad if t.grad is not None else torch.zeros_like(t)
 
 
 class Stage:
@@ -410,7 +315,7 @@ class Stage:
                 self._measure_drift(st, l, own, x_own)
                 self.B[l][own] = x_own
                 if out is not None:
-                    shared += _share_saved_output(saved, out, self.B[l][own])
+                    shared += share_saved_output(saved, out, self.B[l][own])
                 if self.exchange is not None:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
                 alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
@@ -418,7 +323,7 @@ class Stage:
             saved = []
             keep = self._keep(st, l, layer.input_dropout, self.dims[l - 1], self.local_ids[k])
             weights = None if stash is None else module_stash(stash, f"layers.{i}")
-            with torch.autograd.graph.saved_tensors_hooks(_holder(saved), _unhold):
+            with torch.autograd.graph.saved_tensors_hooks(saved_holder(saved), unhold):
                 out = call_with(layer, weights, h_local, ops, h0_k if layer.needs_h0 else None, keep)
             layers.append((l, sink, out))
             del h_local  # kept only where the layer's backward saved it
@@ -492,7 +397,7 @@ class Stage:
                 torch.autograd.backward(state["loss"])  # classifier + last layer
             else:
                 torch.autograd.backward(out, g_out)
-            gl = _sunk(sink, (p.num_local, self.dims[l - 1]), out)
+            gl = sunk_grad(sink, (p.num_local, self.dims[l - 1]), out)
             if l == 1:
                 self._h0(st, k).grad.index_add_(0, self.local_ids[k], gl)
                 g_in = None
@@ -519,7 +424,7 @@ class Stage:
         # h0 of GCNII: this stage's layers' gradient plus what the next stages sent.
         g_h0 = None
         if self.needs_h0:
-            g_h0 = _grad(h0_k)
+            g_h0 = grad_or_zeros(h0_k)
             if g_h0_next is not None:
                 g_h0 = g_h0 + g_h0_next
         if self.first:

@@ -368,7 +368,7 @@ def results_by_case(results: list[list[dict[str, Any]]], num_cases: int) -> list
 def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
     # The executor reads a layer's input gradient from the sink instead of keeping the
     # gathered rows as a leaf until backward.
-    from gnnpipe.engine.stage import gather_rows
+    from gnnpipe.engine.stage_autograd import gather_rows
 
     torch.manual_seed(0)
     buf = torch.randn(7, 4, dtype=torch.float64)
@@ -421,7 +421,7 @@ def test_saved_layer_output_is_read_from_the_next_buffer_not_kept_twice(model):
     tensor at the rows it wrote into the next layer's buffer B_{l+1} and frees the
     output's own memory, so a stage holds each chunk's layer outputs once. The
     backward is unchanged: the same gradients as with the output kept."""
-    from gnnpipe.engine.stage import _holder, _share_saved_output, _unhold
+    from gnnpipe.engine.stage_autograd import saved_holder, share_saved_output, unhold
     from gnnpipe.models.layers import GCNIILayer, GCNLayer
 
     torch.manual_seed(0)
@@ -435,11 +435,11 @@ def test_saved_layer_output_is_read_from_the_next_buffer_not_kept_twice(model):
         x = h * 1.0
         buf = torch.zeros(12, 6, dtype=torch.float64)
         holders: list = []
-        with torch.autograd.graph.saved_tensors_hooks(_holder(holders), _unhold):
+        with torch.autograd.graph.saved_tensors_hooks(saved_holder(holders), unhold):
             out = _apply(layer, x)
         buf[3:12] = out.detach()
         if share:
-            _share_saved_output(holders, out, buf[3:12])
+            share_saved_output(holders, out, buf[3:12])
             assert out.untyped_storage().nbytes() == 0  # the output's memory is gone
             assert any(hd[0].data_ptr() == buf[3:12].data_ptr() for hd in holders)
         g = torch.randn(9, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
