@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from gnnpipe.engine.cross_epoch import module_stash
 from gnnpipe.engine.layout import stage_layer_ranges
 from gnnpipe.engine.row_space import build_row_space
 from gnnpipe.engine.schedule import way_blocks, way_orders
@@ -249,15 +250,12 @@ class PipelineSimulator:
                       if self.stage_of(n) < last_stage}
         ahead = set(orders[0][:carried]) if before else set()
 
-        def weights(prefix: str) -> dict[str, Tensor]:
-            return {n[len(prefix) + 1:]: t for n, t in before.items() if n.startswith(prefix + ".")}
-
         # Each way's stage 0 encodes the way's rows ([n_rows_w, H]); the chunks that ran
         # ahead read an encode with the weights of before the previous step.
         def encode(w: int, stale: bool) -> Tensor:
             gen = masks[w].generator(0) if row_masks else None
             if stale:
-                return torch.func.functional_call(model.encode, weights("encode"), (self.way_x[w],),
+                return torch.func.functional_call(model.encode, module_stash(before, "encode"), (self.way_x[w],),
                                                   {"generator": gen})
             return model.encode(self.way_x[w], generator=gen)
 
@@ -311,7 +309,7 @@ class PipelineSimulator:
                     args = (h_local, self.ops[k], h0_own,
                             keep(k, l, layer.input_dropout, layer.in_dim, self.local_rows[k]))
                     if k in ahead and self.layer_stage[l] < last_stage:
-                        new[k] = torch.func.functional_call(layer, weights(f"layers.{l - 1}"), args)
+                        new[k] = torch.func.functional_call(layer, module_stash(before, f"layers.{l - 1}"), args)
                     else:
                         new[k] = layer(*args)
                 inp = new
