@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gnnpipe.models.masks import EpochMasks, MaskRows, mask_seed
+from gnnpipe.models.masks import EpochMasks, MaskRows, draw_keep, keep_threshold, mask_seed
 
 
 def test_the_same_key_draws_the_same_mask_whatever_the_default_generator():
@@ -56,3 +56,29 @@ def test_mask_seeds_fit_a_generator_and_spread():
     seeds = {mask_seed(s, e, k) for s in range(3) for e in range(5) for k in range(40)}
     assert len(seeds) == 3 * 5 * 40
     assert all(0 <= s < 2 ** 63 for s in seeds)
+
+
+def test_draw_keep_keeps_one_minus_p_in_every_16_bit_lane():
+    # Four 16-bit lanes come from each 64-bit draw: a draw over only 63 bits (torch's
+    # default random_ range) would keep the top lane's entries with probability 1, not
+    # 1/2, at p = 0.5. Each lane position must keep about 1 - p on its own.
+    keep = draw_keep((1000, 400), 0.5, generator=torch.Generator().manual_seed(0))
+    lanes = keep.reshape(-1, 4).double().mean(0)
+    assert torch.all((lanes - 0.5).abs() < 0.01), lanes  # 100k entries per lane: sd 0.0016
+    keep = draw_keep((1000, 400), 0.1, generator=torch.Generator().manual_seed(1))
+    assert abs(float(keep.double().mean()) - 0.9) < 0.005
+
+
+def test_draw_keep_compares_each_lane_with_the_threshold_of_p():
+    # The mask is the generator's 64-bit words read as int16 lanes, kept where
+    # lane >= round(p * 2^16) - 2^15: the probability is p rounded to 2^-16.
+    for p in (0.5, 0.3, 0.999):
+        gen = torch.Generator().manual_seed(5)
+        words = torch.empty(8, dtype=torch.int64).random_(-(1 << 63), None, generator=gen)
+        lanes = words.view(torch.int16)[:30].view(5, 6)
+        assert keep_threshold(p) == min(round(p * 65536), 65535) - 32768
+        keep = draw_keep((5, 6), p, generator=torch.Generator().manual_seed(5))
+        assert keep.dtype == torch.bool and keep.shape == (5, 6)
+        assert torch.equal(keep, lanes >= keep_threshold(p))
+    assert keep_threshold(0.5) == 0  # the sign bit alone decides: exact 1/2
+    assert draw_keep((0, 3), 0.5).shape == (0, 3)
