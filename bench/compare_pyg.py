@@ -314,6 +314,14 @@ def _fold(results: dict[str, Any], name: str, case: dict[str, Any]) -> None:
     results[name] = {**{k: case[k] for k in _SETTINGS if k in case}, "summary": summarize(ordered), "runs": ordered}
 
 
+def _load_average() -> list[float] | None:
+    """The 1/5/15-minute load averages: is the machine otherwise idle?"""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", choices=sorted(CASES))
@@ -374,7 +382,11 @@ def main(argv: list[str] | None = None) -> int:
         graph = graphs[spec["dataset"]]
         print(f"{name}: {graph!r}", flush=True)
         seeds = spec["seeds"] if args.seeds is None else args.seeds
-        runs = [run_case(name, spec, graph, seed, args.pyg_adjacency) for seed in seeds]
+        runs = []
+        for seed in seeds:
+            before = _load_average()
+            run = run_case(name, spec, graph, seed, args.pyg_adjacency)
+            runs.append({**run, "load_average_before": before, "load_average_after": _load_average()})
         _fold(results, name, {
             "graph": repr(graph),
             "row_normalize_features": spec["dataset"] != "synthetic200k",  # load() normalises real datasets
