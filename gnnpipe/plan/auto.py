@@ -73,7 +73,7 @@ def resolve_auto(run_config: Any, graph: Any, *, torchrun: bool = False) -> tupl
                      chunks=None if p.chunks == "auto" else p.chunks,
                      stage_split=p.stage_split, snapshot_period=int(p.snapshot_period),
                      stage_element_size=2 if p.stage_dtype == "bfloat16" else 4,
-                     row_masks=p.dropout_masks == "row")
+                     row_masks=p.dropout_masks == "row", cross_epoch_chunks=int(p.cross_epoch_chunks))
     c = plan.chosen
     if c is None:
         raise ConfigError(f"parallel.{'mode' if p.mode == 'auto' else 'chunks'}: expected a layout that fits in "

@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--snapshot-period", type=int, default=23)
     m.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk",
                    help="the pipeline's dropout masks, as the trainer's --dropout-masks")
+    m.add_argument("--cross-epoch-chunks", type=int, default=0, metavar="K",
+                   help="pipeline mode's chunks run ahead at the turn of an epoch, as the trainer's "
+                        "--cross-epoch-chunks (default 0: the synchronous schedule)")
     h = ap.add_argument_group("hardware (a profile, figures, or a calibration on the fly)")
     h.add_argument("--profile", metavar="FILE.json")
     h.add_argument("--memory-gb", type=float, help="memory one worker may use (overrides the profile)")
@@ -196,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _calibrate_main(argv[1:])
         a = _parser().parse_args(argv)
         for what, v, lo in (("--workers", a.workers, 1), ("--layers", a.layers, 1), ("--hidden", a.hidden, 1),
-                            ("--chunks", a.chunks, 1), ("--ways", a.ways, 1)):
+                            ("--chunks", a.chunks, 1), ("--ways", a.ways, 1),
+                            ("--cross-epoch-chunks", a.cross_epoch_chunks, 0)):
             if v is not None and v < lo:
                 raise ConfigError(f"{what}: expected an integer >= {lo}, found {v}")
         if a.memory_gb is not None and not a.memory_gb > 0:
@@ -212,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = make_plan(stats, shape, prof, workers=a.workers,
                          modes=(a.mode,) if a.mode else ("single", "graph", "pipeline", "hybrid"),
                          ways=a.ways, chunks=a.chunks, snapshot_period=a.snapshot_period,
-                         row_masks=a.dropout_masks == "row")
+                         row_masks=a.dropout_masks == "row", cross_epoch_chunks=a.cross_epoch_chunks)
         print(json.dumps(plan.as_dict(), indent=1) if a.json else format_table(plan), flush=True)
         return 0
     except GnnpipeInputError as exc:

@@ -24,6 +24,11 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   the ``(S-1)/(C+S-1)`` share when balanced) + the fill/drain transfers and a latency
   per chunk receive; hybrid adds the per-step halo exchange between ways and the
   all-reduce over the ways. ``bubble = epoch - compute - comm``.
+* ``pipeline`` with ``--cross-epoch-chunks K`` (:mod:`gnnpipe.engine.cross_epoch`):
+  the stages before the last ran the first K chunks' forward at the previous turn, so
+  ``min(K, S-1) / (S-1)`` of the fill is hidden; stage 0 encodes a second time (with
+  the stashed weights, at the turn), taken as half an encode (forward only: the input
+  needs no gradient) on its compute and the epoch.
 
 Memory (bytes, the largest worker): the runtime (``runtime_bytes``), the graph's CSR
 and features (every worker holds them), the chunk operators it owns, parameters with
@@ -207,10 +212,11 @@ def layer_costs(p: HardwareProfile, m: ModelShape, g: GraphStats, chunks: int,
 
 def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str, workers: int, ways: int,
                  stages: int, chunks: int, split: tuple[int, ...], way_halo_rows: float = 0.0,
-                 row_masks: bool = False) -> TimeParts:
+                 row_masks: bool = False, cross_epoch_chunks: int = 0) -> TimeParts:
     """Predicted :class:`TimeParts` of one epoch of the layout (module docstring).
     ``way_halo_rows``: hybrid's ``M_W`` (rows sent between ways per layer);
-    ``row_masks``: the pipelined modes draw one dropout mask per row and layer."""
+    ``row_masks``: the pipelined modes draw one dropout mask per row and layer;
+    ``cross_epoch_chunks``: pipeline mode's K (0: the synchronous schedule)."""
     n, e, L = g.num_nodes, g.num_edges, m.layers
     if mode == "single":
         c = (_encode_s(p, m, g, n) + sum(_layer_s(p, m, l, n, e, n, False) for l in range(1, L + 1))
@@ -252,6 +258,9 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
         nk = len(blk)
         slow = max(range(stages), key=lambda s: totals[s])
         fill = sum(totals[s] / nk for s in range(stages) if s != slow)
+        if mode == "pipeline" and cross_epoch_chunks > 0 and stages > 1:
+            fill *= 1.0 - min(cross_epoch_chunks, stages - 1) / (stages - 1)
+            enc *= 1.5  # the second encode, forward only
         comm = 0.0
         if stages > 1:
             width = m.dims[ranges[0][1]] + (m.h0_dim if m.needs_h0 else 0)

@@ -191,11 +191,14 @@ def _layouts(workers: int, layers: int, num_nodes: int, modes: tuple[str, ...],
 def make_plan(stats: GraphStats, shape: ModelShape, profile: HardwareProfile, *, workers: int,
               modes: tuple[str, ...] = ("single", "graph", "pipeline", "hybrid"), ways: int | None = None,
               chunks: int | None = None, stage_split: tuple[int, ...] | None = None,
-              snapshot_period: int = 23, stage_element_size: int = 4, row_masks: bool = False) -> Plan:
+              snapshot_period: int = 23, stage_element_size: int = 4, row_masks: bool = False,
+              cross_epoch_chunks: int = 0) -> Plan:
     """Every candidate layout for ``workers`` workers (restricted to ``modes``, and to
     ``ways`` / ``chunks`` / ``stage_split`` when given), its predictions, and the
     fastest one that fits (module docstring). ``row_masks``: the pipelined modes'
-    dropout draws one mask per row and layer (``--dropout-masks row``)."""
+    dropout draws one mask per row and layer (``--dropout-masks row``);
+    ``cross_epoch_chunks``: pipeline mode's ``--cross-epoch-chunks`` K (capped at each
+    candidate's C)."""
     if workers < 1:
         raise ConfigError(f"workers: expected an integer >= 1, found {workers}")
     cands: list[Candidate] = []
@@ -213,7 +216,8 @@ def make_plan(stats: GraphStats, shape: ModelShape, profile: HardwareProfile, *,
         m_w = stats.way_halo_rows(c, w) if mode == "hybrid" else 0
         for split_kind, split in splits:
             t = predict_time(profile, shape, stats, mode=mode, workers=p_count, ways=w, stages=s, chunks=c,
-                             split=split, way_halo_rows=m_w, row_masks=row_masks)
+                             split=split, way_halo_rows=m_w, row_masks=row_masks,
+                             cross_epoch_chunks=min(cross_epoch_chunks, c))
             mem = predict_memory(profile, shape, stats, mode=mode, workers=p_count, ways=w, stages=s,
                                  chunks=c, split=split, way_halo_rows=m_w, snapshot_period=snapshot_period)
             limit = profile.device_memory_bytes // (p_count if profile.shared_memory else 1)

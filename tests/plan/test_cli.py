@@ -36,6 +36,7 @@ def test_json_output_is_the_plan(capsys):
     [*STATS[:-2], "--workers", "x"],
     ["--num-nodes", "-5", "--num-edges", "1", "--features", "1", "--classes", "2", "--flops", "1e9"],
     [*STATS, "--edge-cut-fraction", "1.5"],
+    [*STATS, "--cross-epoch-chunks", "-1"],
     [*STATS[:12], "--profile", "/nonexistent/profile.json"],
     ["--no-such-flag"],
     ["calibrate"],                                           # --out missing
@@ -44,3 +45,14 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_cross_epoch_chunks_shorten_the_predicted_pipeline_epoch(capsys):
+    epochs = {}
+    for k in ("0", "2"):
+        assert main([*STATS, "--mode", "pipeline", "--chunks", "8", "--cross-epoch-chunks", k, "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        epochs[k] = {(c["stages"], c["stage_split"] and tuple(c["stage_split"])): c["predicted_epoch_s"]
+                     for c in plan["candidates"]}
+    assert epochs["0"].keys() == epochs["2"].keys() and any(key[0] > 1 for key in epochs["0"])
+    assert all(epochs["2"][key] < epochs["0"][key] for key in epochs["0"] if key[0] > 1)

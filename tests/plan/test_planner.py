@@ -113,3 +113,28 @@ def test_a_papers100m_sized_projection_fits_hybrid_ways_not_full_n_stages():
     p64 = make_plan(stats, shape, prof, workers=64, snapshot_period=1)
     assert any(c.fits for c in p64.candidates if c.mode == "hybrid")
     assert p64.chosen is not None and p64.chosen.mode == "hybrid"
+
+
+def test_cross_epoch_chunks_hide_the_fill_and_add_half_an_encode_in_pipeline_mode_only(graph):
+    # With K >= S - 1 chunks run ahead at the turn, the fill of the next epoch is done
+    # before it starts: the predicted epoch loses the fill and gains the second encode
+    # (forward only, half of an encode's forward + backward).
+    from gnnpipe.plan.costs import _encode_s, predict_time
+
+    stats = graph_stats(graph)
+    shape = _shape(stats, layers=8)
+    prof = _profile()
+    kw = dict(workers=2, ways=1, stages=2, chunks=8, split=equal_split(8, 2))
+    sync = predict_time(prof, shape, stats, mode="pipeline", **kw)
+    ahead = predict_time(prof, shape, stats, mode="pipeline", cross_epoch_chunks=1, **kw)
+    assert predict_time(prof, shape, stats, mode="pipeline", cross_epoch_chunks=3, **kw) == ahead  # K >= S-1
+    enc = _encode_s(prof, shape, stats, stats.num_nodes) * prof.contention
+    assert enc > 0 and ahead.bubble_s < sync.bubble_s
+    # On this graph the last stage is the slowest (it also classifies), so the synchronous
+    # bubble is stage 0's encode (forward and backward) plus the fill, stage 0's chunk.
+    fill = sync.bubble_s - enc
+    assert fill > 0
+    assert ahead.epoch_s == pytest.approx(sync.epoch_s - fill + 0.5 * enc, rel=1e-9)
+    hybrid = dict(kw, ways=2, stages=1, split=equal_split(8, 1))
+    assert (predict_time(prof, shape, stats, mode="hybrid", cross_epoch_chunks=1, **hybrid)
+            == predict_time(prof, shape, stats, mode="hybrid", **hybrid))
