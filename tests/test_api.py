@@ -76,3 +76,40 @@ def test_bad_arguments_are_config_errors():
         gnnpipe.train("not a graph")
     with pytest.raises(ConfigError, match="model_config"):
         gnnpipe.train(easy_graph(num_nodes=60), {"model": "gcn"})
+
+
+@pytest.mark.parametrize("model,layers,mode,ways,chunks,warns", [
+    ("gcn", 32, "pipeline", 1, 8, True),     # the measured collapse (bench/results/gcn-long)
+    ("sage", 16, "hybrid", 2, 8, True),
+    ("gcn", 32, "pipeline", 1, 2, False),    # one chunk per stage
+    ("gcn", 32, "hybrid", 2, 2, False),      # one chunk per stage and way
+    ("gcnii", 32, "pipeline", 1, 8, False),  # residual models train in pipeline mode
+    ("gcn", 8, "pipeline", 1, 8, False),     # shallow
+    ("gcn", 32, "graph", 2, 2, False),       # exact
+])
+def test_a_deep_plain_model_over_more_chunks_than_stages_is_warned(model, layers, mode, ways, chunks, warns):
+    from gnnpipe.api import stale_read_warning
+    from gnnpipe.config import ModelConfig, ParallelConfig, RunConfig
+
+    cfg = RunConfig(model=ModelConfig(model=model, layers=layers, hidden=8),
+                    parallel=ParallelConfig(mode=mode, workers=2, ways=ways if mode == "hybrid" else None,
+                                            chunks=chunks))
+    stages = 1 if mode in ("graph", "hybrid") else 2
+    text = stale_read_warning(cfg, stages, chunks)
+    assert (text is not None) == warns
+    if warns:
+        assert f"{model}-{layers}" in text and "--chunks" in text and "gcn-long" in text
+
+
+def test_the_stale_read_warning_is_logged_once_by_a_run(caplog):
+    import logging
+
+    import gnnpipe
+    from gnnpipe.config import ModelConfig, ParallelConfig, TrainConfig
+
+    graph = gnnpipe.load_dataset("synthetic", num_nodes=200)
+    with caplog.at_level(logging.WARNING, logger="gnnpipe.train"):
+        gnnpipe.train(graph, ModelConfig(model="gcn", layers=16, hidden=4), TrainConfig(epochs=1),
+                      ParallelConfig(mode="pipeline", workers=2, chunks=4))
+    hits = [r for r in caplog.records if "stale halo reads" in r.getMessage()]
+    assert len(hits) == 1 and "gcn-16" in hits[0].getMessage()
