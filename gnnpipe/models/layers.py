@@ -100,9 +100,10 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     a wide layer (about half of a GCN epoch on Cora). The mask is drawn by
     :func:`~gnnpipe.models.masks.draw_keep` (four 16-bit lanes per 64-bit draw, so the
     keep probability is ``p`` rounded to a multiple of 2^-16; the kept entries are
-    scaled by ``1 / (1 - p)`` as ``F.dropout`` does): one forward + backward of a
-    [18333, 100] input took 12.7 ms with a float ``rand`` draw and 5.6 ms with it (one
-    thread, torch 2.13). The mask kept for backward is a bool tensor (:class:`_Dropout`).
+    scaled by ``1 / (1 - p)`` as ``F.dropout`` does): one forward + backward over a
+    [5196, 100] input took 2.8 ms with a float ``rand`` draw and 1.7 ms with it (one
+    thread, torch 2.13, bench/results/chunk_overhead*.json). The mask kept for backward
+    is a bool tensor (:class:`_Dropout`).
     The input projection also applies it to the stored values of sparse (CSR) features
     (:class:`~gnnpipe.models.model.InputProjection`): a zero entry stays zero under
     dropout, so dropping only the non-zeros is the same distribution.
