@@ -62,6 +62,10 @@ from gnnpipe.trainer.record import machine_info, write_json_atomic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from graphs import SYSTEMS_SYNTHETIC  # noqa: E402
 
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.runner import load_average  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROOT = os.environ.get("GNNPIPE_DATASETS", str(REPO.parent / "shared" / "datasets"))
 DEFAULT_OUT = REPO / "bench" / "results" / "compare_pyg.json"
@@ -314,14 +318,6 @@ def _fold(results: dict[str, Any], name: str, case: dict[str, Any]) -> None:
     results[name] = {**{k: case[k] for k in _SETTINGS if k in case}, "summary": summarize(ordered), "runs": ordered}
 
 
-def _load_average() -> list[float] | None:
-    """The 1/5/15-minute load averages: is the machine otherwise idle?"""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):  # pragma: no cover - not Unix
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", choices=sorted(CASES))
@@ -384,9 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         seeds = spec["seeds"] if args.seeds is None else args.seeds
         runs = []
         for seed in seeds:
-            before = _load_average()
+            before = load_average()
             run = run_case(name, spec, graph, seed, args.pyg_adjacency)
-            runs.append({**run, "load_average_before": before, "load_average_after": _load_average()})
+            runs.append({**run, "load_average_before": before, "load_average_after": load_average()})
         _fold(results, name, {
             "graph": repr(graph),
             "row_normalize_features": spec["dataset"] != "synthetic200k",  # load() normalises real datasets

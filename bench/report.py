@@ -168,10 +168,10 @@ def technique_text(techniques: dict[str, Any]) -> str:
     t = techniques
     text = (f"shuffle {'on' if t['shuffle'] else 'off'}, R={t['snapshot_period']}, "
             f"unbiased {'x2' if t['unbiased_scale'] else 'off'}, history {t['history_init']}")
-    extra = [f"{name} {t[key]}" for key, name, default in (
-        ("stage_dtype", "stage dtype", "same"), ("dropout_masks", "masks", "chunk"),
-        ("cross_epoch_chunks", "cross-epoch K=", 0)) if t.get(key) not in (None, default)]
-    return ", ".join([text, *extra]).replace("K= ", "K=")
+    extra = [form.format(t[key]) for key, form, default in (
+        ("stage_dtype", "stage dtype {}", "same"), ("dropout_masks", "masks {}", "chunk"),
+        ("cross_epoch_chunks", "cross-epoch K={}", 0)) if t.get(key) not in (None, default)]
+    return ", ".join([text, *extra])
 
 
 def ablation_table(group: list[Row], exact: Row | None) -> list[str]:

@@ -92,7 +92,7 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
     layout = resolve_layout(run_config, graph.num_nodes,
                             launcher_world_size=None if env is None else env.world_size,
                             local_world_size=None if env is None else env.local_world_size)
-    warning = stale_read_warning(run_config, layout.stages, layout.num_chunks)
+    warning = stale_read_warning(run_config, layout)
     if reports and warning:
         logging.getLogger("gnnpipe.train").warning("%s", warning)
     from gnnpipe.trainer.record import graph_summary
@@ -197,18 +197,19 @@ def train_from_config(run_config: RunConfig) -> dict[str, Any] | None:
 DEEP_PLAIN_LAYERS = 16
 
 
-def stale_read_warning(run_config: RunConfig, stages: int, num_chunks: int) -> str | None:
+def stale_read_warning(run_config: RunConfig, layout: Any) -> str | None:
     """The warning for a deep plain GCN or GraphSAGE pipelined over more chunks than
-    stages, else None. Such a stack with dropout collapses in the pipelined modes as the
+    stages x ways of the resolved ``layout`` (:class:`gnnpipe.engine.layout.Layout`),
+    else None. Such a stack with dropout collapses in the pipelined modes as the
     reference system's does (measured, ``bench/results/gcn-long``: GCN-32 on Amazon
     Photo, 100 epochs, 3 seeds, S = 2: 20.34 points below exact training at C = 8, 2.78
     below at C = S = 2); fewer chunks mean fewer stale halo reads."""
     m, mode = run_config.model, run_config.parallel.mode
     if mode not in ("pipeline", "hybrid") or m.model not in ("gcn", "sage") or m.layers < DEEP_PLAIN_LAYERS:
         return None
-    if num_chunks <= stages * (run_config.parallel.ways or 1):
+    if layout.num_chunks <= layout.stages * layout.ways:
         return None
-    return (f"{m.model}-{m.layers} in {mode} mode at C = {num_chunks} chunks: deep residual-free models lose "
+    return (f"{m.model}-{m.layers} in {mode} mode at C = {layout.num_chunks} chunks: deep residual-free models lose "
             f"accuracy to stale halo reads (GCN-32 on Amazon Photo, S = 2: -20.3 points against exact "
             f"training at C = 8, -2.8 at C = S; bench/results/gcn-long); --chunks with one chunk per "
             f"stage and way reads fewer stale rows, or use gcnii / resgcn+")

@@ -90,12 +90,12 @@ def test_bad_arguments_are_config_errors():
 def test_a_deep_plain_model_over_more_chunks_than_stages_is_warned(model, layers, mode, ways, chunks, warns):
     from gnnpipe.api import stale_read_warning
     from gnnpipe.config import ModelConfig, ParallelConfig, RunConfig
+    from gnnpipe.engine.layout import resolve_layout
 
     cfg = RunConfig(model=ModelConfig(model=model, layers=layers, hidden=8),
                     parallel=ParallelConfig(mode=mode, workers=2, ways=ways if mode == "hybrid" else None,
                                             chunks=chunks))
-    stages = 1 if mode in ("graph", "hybrid") else 2
-    text = stale_read_warning(cfg, stages, chunks)
+    text = stale_read_warning(cfg, resolve_layout(cfg, num_nodes=1000))
     assert (text is not None) == warns
     if warns:
         assert f"{model}-{layers}" in text and "--chunks" in text and "gcn-long" in text

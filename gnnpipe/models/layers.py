@@ -66,10 +66,8 @@ class _Dropout(torch.autograd.Function):
             # them): keep a reference, not a [rows, d] copy.
             ctx.mask_rows = keep
             return x.mul(_factor(keep.gather())).mul_(scale)
-        if keep is not None:
-            ctx.save_for_backward(keep)
-            return x.mul(_factor(keep)).mul_(scale)
-        keep = draw_keep(x.shape, p, generator=generator, device=x.device)
+        if keep is None:
+            keep = draw_keep(x.shape, p, generator=generator, device=x.device)
         ctx.save_for_backward(keep)
         return x.mul(_factor(keep)).mul_(scale)
 
@@ -113,9 +111,11 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     if not training or p == 0.0:
         return x
     if not x.requires_grad:
-        if keep is not None:
-            return x.mul(_factor(keep.gather() if isinstance(keep, MaskRows) else keep)).mul_(1.0 / (1.0 - p))
-        return x.mul(_factor(draw_keep(x.shape, p, generator=generator, device=x.device))).mul_(1.0 / (1.0 - p))
+        if keep is None:
+            keep = draw_keep(x.shape, p, generator=generator, device=x.device)
+        elif isinstance(keep, MaskRows):
+            keep = keep.gather()
+        return x.mul(_factor(keep)).mul_(1.0 / (1.0 - p))
     return _Dropout.apply(x, p, keep, generator)
 
 

@@ -25,6 +25,7 @@ These are process-free values: the engines decide who draws what.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -60,9 +61,7 @@ def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch
 
     Shapes: -> ``shape``, bool.
     """
-    numel = 1
-    for s in shape:
-        numel *= int(s)
+    numel = math.prod(shape)
     words = torch.empty((numel + 3) // 4, dtype=torch.int64, device=device)
     words.random_(-(1 << 63), None, generator=generator)
     return words.view(torch.int16)[:numel].view(tuple(shape)) >= keep_threshold(p)
