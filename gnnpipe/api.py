@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from gnnpipe.config import DataConfig, ModelConfig, ParallelConfig, RunConfig, TrainConfig
+from gnnpipe.config import DataConfig, ModelConfig, ParallelConfig, RunConfig, TrainConfig, stale_sensitive
 from gnnpipe.errors import ConfigError
 from gnnpipe.trainer.machine import process_start_unix_s
 
@@ -193,19 +193,17 @@ def train_from_config(run_config: RunConfig) -> dict[str, Any] | None:
     return run(run_config, lambda: load_from_config(run_config.data))
 
 
-#: Plain (residual-free) models at least this deep get :func:`stale_read_warning`.
-DEEP_PLAIN_LAYERS = 16
-
-
 def stale_read_warning(run_config: RunConfig, layout: Any) -> str | None:
-    """The warning for a deep plain GCN or GraphSAGE pipelined over more chunks than
-    stages x ways of the resolved ``layout`` (:class:`gnnpipe.engine.layout.Layout`),
-    else None. Such a stack with dropout collapses in the pipelined modes as the
-    reference system's does (measured, ``bench/results/gcn-long``: GCN-32 on Amazon
-    Photo, 100 epochs, 3 seeds, S = 2: 20.34 points below exact training at C = 8, 2.78
-    below at C = S = 2); fewer chunks mean fewer stale halo reads."""
+    """The warning for a stale-sensitive model (:func:`gnnpipe.config.stale_sensitive`)
+    pipelined over more chunks than stages x ways of the resolved ``layout``
+    (:class:`gnnpipe.engine.layout.Layout`), else None. Such a count is never a default
+    (the config narrows it), so it was asked for: ``--chunks`` or the planner given a
+    count. Such a stack with dropout collapses in the pipelined modes as the reference
+    system's does (measured, ``bench/results/gcn-long``: GCN-32 on Amazon Photo, 100
+    epochs, 3 seeds, S = 2: 20.34 points below exact training at C = 8, 2.78 below at
+    C = S = 2); fewer chunks mean fewer stale halo reads."""
     m, mode = run_config.model, run_config.parallel.mode
-    if mode not in ("pipeline", "hybrid") or m.model not in ("gcn", "sage") or m.layers < DEEP_PLAIN_LAYERS:
+    if mode not in ("pipeline", "hybrid") or not stale_sensitive(m.model, m.layers):
         return None
     if layout.num_chunks <= layout.stages * layout.ways:
         return None

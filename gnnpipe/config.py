@@ -44,6 +44,8 @@ __all__ = [
     "DATA_ROOT_ENV",
     "SECTIONS",
     "read_toml",
+    "DEEP_PLAIN_LAYERS",
+    "stale_sensitive",
 ]
 
 #: Model kinds that :func:`gnnpipe.models.build_model` knows.
@@ -55,6 +57,20 @@ MODES = ("single", "graph", "pipeline", "hybrid")
 MODE_CHOICES = MODES + ("auto",)
 #: The default (mode, workers) of a run with no arguments. The ONE place to change it.
 DEFAULT_LAYOUT: tuple[str, int] = ("pipeline", 2)
+#: Depth from which a residual-free model (GCN, GraphSAGE) is stale-sensitive.
+DEEP_PLAIN_LAYERS = 16
+
+
+def stale_sensitive(model: str, layers: int) -> bool:
+    """Whether a ``model`` of ``layers`` layers loses its accuracy to stale halo reads:
+    a GCN or GraphSAGE of 16+ layers (no residual or initial connection). Measured:
+    GCN-32 on Amazon Photo, S = 2, 100 epochs, 3 seeds, was 20.3 points below exact
+    training at C = 8 chunks and 2.8 below at C = S (``bench/results/gcn-long``), as the
+    reference system's pipeline collapses on a 32-layer GCN. Such a model's pipelined
+    runs default to one chunk per stage and way, the fewest stale reads."""
+    return model in ("gcn", "sage") and int(layers) >= DEEP_PLAIN_LAYERS
+
+
 #: Environment variable naming the data root when ``DataConfig.root`` is unset.
 DATA_ROOT_ENV = "GNNPIPE_DATA_ROOT"
 
@@ -316,8 +332,10 @@ class ParallelConfig(_Checked):
     ``workers // ways`` for hybrid. Defaults resolved here: ``workers`` 1 for single,
     else the default layout's count; ``ways`` 2 for hybrid, else 1; ``chunks`` 1 for
     single, ``workers`` for graph, ``4 * S`` for pipeline and ``4 * S * ways`` for
-    hybrid (each way pipelines 4 S chunks, the reference ratio). ``dataclasses.replace``
-    keeps resolved values; pass ``chunks=None`` (etc.) to derive them again.
+    hybrid (each way pipelines 4 S chunks, the reference ratio). A pipelined
+    ``chunks`` derived here follows the model in :class:`RunConfig`: ``S * ways`` for
+    a stale-sensitive one (:func:`stale_sensitive`). ``dataclasses.replace`` keeps
+    resolved values; pass ``chunks=None`` (etc.) to derive them again.
     """
 
     _section: typing.ClassVar[str] = "parallel"
@@ -328,8 +346,9 @@ class ParallelConfig(_Checked):
     workers: int | None = field(default=None, metadata=_meta(
         f"number of worker processes P (>= 1; default: 1 for single, else {max(DEFAULT_LAYOUT[1], 2)})"))
     chunks: int | str | None = field(default=None, metadata=_meta(
-        "number of chunks C, or auto (the planner's choice; default: 4*S for pipeline, "
-        "workers for graph, auto with mode auto)"))
+        "number of chunks C, or auto (the planner's choice; default: 4*S*W for pipeline and "
+        "hybrid, S*W for a GCN/GraphSAGE of 16+ layers, which stale halo reads make collapse; "
+        "workers for graph; auto with mode auto)"))
     ways: int | None = field(default=None, metadata=_meta(
         "hybrid: number of ways W (workers % ways == 0; default 2)"))
     stage_split: tuple[int, ...] | None = field(default=None, metadata=_meta(
@@ -412,6 +431,8 @@ class ParallelConfig(_Checked):
         elif self.chunks is None:
             self._set("chunks", {"single": 1, "graph": self.workers, "pipeline": 4 * s,
                                  "hybrid": 4 * s * self.ways}[mode])
+            # Not a field: RunConfig narrows a derived pipelined count for the model.
+            object.__setattr__(self, "_chunks_derived", mode in ("pipeline", "hybrid"))
         self._need(self.chunks == "auto" or self.chunks >= 1, "chunks", "an integer >= 1 or auto")
         if mode == "single":
             self._need(self.chunks == 1, "chunks", "1 in single mode")
@@ -440,6 +461,11 @@ class ParallelConfig(_Checked):
                        f"an integer <= chunks={self.chunks}")
         # Whether CUDA is there is a question about the machine, not the config: it is
         # asked where the run starts (gnnpipe.engine.layout.resolve_layout).
+
+    @property
+    def chunks_derived(self) -> bool:
+        """Whether ``chunks`` is the pipelined default rather than a given count."""
+        return bool(getattr(self, "_chunks_derived", False))
 
     @property
     def stage_torch_dtype(self) -> Any:
@@ -508,6 +534,14 @@ class RunConfig:
                 f"parallel.stage_split: expected entries summing to model.layers={m.layers}, "
                 f"found {list(p.stage_split)} (sum {sum(p.stage_split)})"
             )
+        if p.chunks_derived:
+            # A derived count follows the model: one chunk per stage and way for a
+            # stale-sensitive one (the fewest stale halo reads), else 4 S per way.
+            chunks = p.stages * p.ways * (1 if stale_sensitive(m.model, m.layers) else 4)
+            if chunks != p.chunks:
+                narrowed = dataclasses.replace(p, chunks=chunks)
+                object.__setattr__(narrowed, "_chunks_derived", True)
+                object.__setattr__(self, "parallel", narrowed)
 
     # ---------------------------------------------------------- dict and TOML
     def to_dict(self) -> dict[str, Any]:

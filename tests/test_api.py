@@ -83,6 +83,7 @@ def test_bad_arguments_are_config_errors():
     ("sage", 16, "hybrid", 2, 8, True),
     ("gcn", 32, "pipeline", 1, 2, False),    # one chunk per stage
     ("gcn", 32, "hybrid", 2, 2, False),      # one chunk per stage and way
+    ("gcn", 32, "pipeline", 1, None, False),  # the default: narrowed to one chunk per stage
     ("gcnii", 32, "pipeline", 1, 8, False),  # residual models train in pipeline mode
     ("gcn", 8, "pipeline", 1, 8, False),     # shallow
     ("gcn", 32, "graph", 2, 2, False),       # exact

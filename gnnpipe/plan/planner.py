@@ -3,7 +3,8 @@
 :func:`make_plan` lists, for a graph (:class:`~gnnpipe.plan.inputs.GraphStats`), a
 model and P workers, every layout worth considering -- single; graph (W = P);
 pipeline (S = P) at C = 1, 2, 4, 8 x S; hybrid at every W dividing P (S = P / W) at
-C = 1, 2, 4 x P -- each pipelined one with the equal stage split and the
+C = 1, 2, 4 x P (for a stale-sensitive model, :func:`gnnpipe.config.stale_sensitive`,
+only C = S x W, one chunk per stage and way, as the run's default) -- each pipelined one with the equal stage split and the
 cost-balanced one (:func:`balanced_split`). Each :class:`Candidate` carries its
 predicted bytes per epoch (DESIGN.md 7 through the engine's own functions:
 ``predicted_graph_bytes``, ``predicted_pipeline_bytes``, ``predicted_hybrid_bytes``;
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from gnnpipe.config import equal_layer_split as equal_split  # the split a run resolves
+from gnnpipe.config import stale_sensitive
 from gnnpipe.engine.comm import KINDS
 from gnnpipe.errors import ConfigError
 from gnnpipe.plan.costs import ModelShape, layer_costs, predict_memory, predict_time
@@ -163,8 +165,10 @@ def predicted_bytes(shape: ModelShape, g: GraphStats, mode: str, workers: int, w
 
 
 def _layouts(workers: int, layers: int, num_nodes: int, modes: tuple[str, ...],
-             ways: int | None, chunks: int | None) -> list[tuple[str, int, int, int]]:
-    """(mode, W, S, C) to consider."""
+             ways: int | None, chunks: int | None,
+             fewest_stale: bool = False) -> list[tuple[str, int, int, int]]:
+    """(mode, W, S, C) to consider; ``fewest_stale``: pipelined layouts only at
+    C = S x W = P when ``chunks`` is not given."""
     P = int(workers)
     out: list[tuple[str, int, int, int]] = []
     if "single" in modes:
@@ -174,7 +178,7 @@ def _layouts(workers: int, layers: int, num_nodes: int, modes: tuple[str, ...],
     if "graph" in modes:
         out.append(("graph", P, 1, P))
     if "pipeline" in modes and layers >= P:
-        for c in ([chunks] if chunks else [m * P for m in (1, 2, 4, 8)]):
+        for c in ([chunks] if chunks else [P] if fewest_stale else [m * P for m in (1, 2, 4, 8)]):
             if c <= num_nodes:
                 out.append(("pipeline", 1, P, c))
     if "hybrid" in modes:
@@ -182,7 +186,7 @@ def _layouts(workers: int, layers: int, num_nodes: int, modes: tuple[str, ...],
             s = P // w
             if layers < s:
                 continue
-            for c in ([chunks] if chunks else [m * P for m in (1, 2, 4)]):
+            for c in ([chunks] if chunks else [P] if fewest_stale else [m * P for m in (1, 2, 4)]):
                 if w <= c <= num_nodes:
                     out.append(("hybrid", w, s, c))
     return out
@@ -203,7 +207,8 @@ def make_plan(stats: GraphStats, shape: ModelShape, profile: HardwareProfile, *,
         raise ConfigError(f"workers: expected an integer >= 1, found {workers}")
     cands: list[Candidate] = []
     L = shape.layers
-    for mode, w, s, c in _layouts(workers, L, stats.num_nodes, modes, ways, chunks):
+    fewest_stale = chunks is None and stale_sensitive(shape.kind, L)
+    for mode, w, s, c in _layouts(workers, L, stats.num_nodes, modes, ways, chunks, fewest_stale):
         p_count = 1 if mode == "single" else workers
         splits: list[tuple[str, tuple[int, ...]]] = [("equal", equal_split(L, s))]
         if stage_split is not None and mode in ("pipeline", "hybrid"):
@@ -238,7 +243,9 @@ def make_plan(stats: GraphStats, shape: ModelShape, profile: HardwareProfile, *,
         others = [c for c in cands if c is not chosen]
         faster = [c for c in others if c.epoch_s < chosen.epoch_s]
         reason = (f"fastest predicted epoch ({chosen.epoch_s:.3g} s) of {len(fitting)} fitting candidate(s)"
-                  + (f"; {len(faster)} faster one(s) do not fit in memory" if faster else ""))
+                  + (f"; {len(faster)} faster one(s) do not fit in memory" if faster else "")
+                  + (f"; pipelined layouts at one chunk per stage and way ({shape.kind}-{L} loses accuracy "
+                     "to stale halo reads)" if fewest_stale and chosen.mode in ("pipeline", "hybrid") else ""))
     stats.release()
     return Plan(graph=stats.as_dict(), model={"model": shape.kind, "layers": L, "hidden": shape.hidden,
                                               "parameters": shape.num_params},

@@ -138,3 +138,18 @@ def test_cross_epoch_chunks_hide_the_fill_and_add_half_an_encode_in_pipeline_mod
     hybrid = dict(kw, ways=2, stages=1, split=equal_split(8, 1))
     assert (predict_time(prof, shape, stats, mode="hybrid", cross_epoch_chunks=1, **hybrid)
             == predict_time(prof, shape, stats, mode="hybrid", **hybrid))
+
+
+def test_a_stale_sensitive_model_is_planned_at_one_chunk_per_stage_and_way(graph):
+    stats = graph_stats(graph)
+    plain = make_plan(stats, _shape(stats, layers=32, model="gcn"), _profile(), workers=2)
+    assert {(c.mode, c.chunks) for c in plain.candidates if c.mode in ("pipeline", "hybrid")} == {
+        ("pipeline", 2), ("hybrid", 2)}
+    if plain.chosen.mode in ("pipeline", "hybrid"):
+        assert "stale halo reads" in plain.reason
+    residual = make_plan(stats, _shape(stats, layers=32, model="gcnii"), _profile(), workers=2)
+    assert {c.chunks for c in residual.candidates if c.mode == "pipeline"} == {2, 4, 8, 16}
+    # A count given to the planner is kept for any model.
+    given = make_plan(stats, _shape(stats, layers=32, model="gcn"), _profile(), workers=2, chunks=8,
+                      modes=("pipeline",))
+    assert {c.chunks for c in given.candidates} == {8}

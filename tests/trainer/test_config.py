@@ -81,6 +81,40 @@ def test_resolved_defaults_depend_on_the_mode():
     assert sum(pipe.layer_split(8)) == 8
 
 
+@pytest.mark.parametrize("model,layers,mode,workers,expected", [
+    ("gcn", 32, "pipeline", 2, 2),      # stale-sensitive: one chunk per stage
+    ("sage", 16, "pipeline", 4, 4),
+    ("gcn", 32, "hybrid", 4, 4),        # one chunk per stage and way: 2 ways x 2 stages
+    ("gcn", 8, "pipeline", 2, 8),       # shallow: the 4 S default
+    ("gcnii", 32, "pipeline", 2, 8),    # residual models keep 4 S
+    ("resgcn+", 64, "hybrid", 4, 16),
+])
+def test_a_stale_sensitive_model_defaults_to_one_chunk_per_stage_and_way(model, layers, mode, workers, expected):
+    cfg = RunConfig(model=ModelConfig(model=model, layers=layers),
+                    parallel=ParallelConfig(mode=mode, workers=workers))
+    assert cfg.parallel.chunks == expected
+    # The resolved count is what the record holds and what a reload gives back.
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_a_given_chunk_count_is_kept_for_a_stale_sensitive_model():
+    cfg = RunConfig(model=ModelConfig(model="gcn", layers=32),
+                    parallel=ParallelConfig(mode="pipeline", workers=2, chunks=8))
+    assert cfg.parallel.chunks == 8
+    # A derived count follows the model through replace; a given one stays.
+    shallow = RunConfig(model=ModelConfig(model="gcn", layers=4), parallel=ParallelConfig(mode="pipeline"))
+    deep = dataclasses.replace(shallow, model=ModelConfig(model="gcn", layers=32))
+    assert (shallow.parallel.chunks, deep.parallel.chunks) == (8, 2)
+    assert dataclasses.replace(deep, model=ModelConfig(model="gcnii", layers=32)).parallel.chunks == 8
+    assert dataclasses.replace(cfg, model=ModelConfig(model="gcn", layers=4)).parallel.chunks == 8
+
+
+def test_cross_epoch_chunks_above_the_narrowed_default_are_refused():
+    with pytest.raises(ConfigError, match=r"parallel.cross_epoch_chunks: expected an integer <= chunks=2, found 3"):
+        RunConfig(model=ModelConfig(model="gcn", layers=32),
+                  parallel=ParallelConfig(mode="pipeline", workers=2, cross_epoch_chunks=3))
+
+
 def test_int_is_accepted_for_float_and_list_for_tuple():
     t = TrainConfig(lr=1)
     assert isinstance(t.lr, float) and t.lr == 1.0
