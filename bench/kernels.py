@@ -26,7 +26,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -38,39 +37,17 @@ import torch
 
 from gnnpipe.data import Graph
 from gnnpipe.kernels import REDUCES, ChunkOps, available_backends
+from gnnpipe.trainer.machine import load_average, machine_info
 from gnnpipe.partition import metis_partition, reorder, whole_graph_plan
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kernels.json"
 
 
-def machine_info(device: torch.device) -> dict:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        usable = os.cpu_count()
-    cpu_model = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {
-        "hostname_hash": hash(platform.node()) & 0xFFFF,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_model": cpu_model,
-        "cpu_count": os.cpu_count(),
-        "usable_cores": usable,
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "device": str(device),
-        "mkl": torch.backends.mkl.is_available(),
-        "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
+def machine(device: torch.device) -> dict:
+    """The record's machine (:func:`gnnpipe.trainer.machine.machine_info`) with what a
+    kernel timing also depends on: threads, MKL, and the scatter library's version."""
+    info = {**machine_info(device.type), "torch_threads": torch.get_num_threads(),
+            "mkl": torch.backends.mkl.is_available(), "load_average_1_5_15": load_average()}
     try:  # the scatter backend's library, when installed (None: not importable)
         import torch_scatter
 
@@ -225,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     record: dict = {
         "benchmark": "kernels",
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(device),
+        "machine": machine(device),
         "copy_bandwidth": copy_bandwidth(device),
         "graph": {"source": source, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                   "max_in_degree": int(graph.in_degree.max()), "seed": args.seed},

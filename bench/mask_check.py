@@ -17,7 +17,6 @@ table.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.runner import DEFAULT_OUT, load_average, write_measurement  # noqa: E402
+from bench.runner import DEFAULT_OUT, load_average, read_json, records, write_measurement  # noqa: E402
 
 SUITES = ("paper", "dropout-masks")
 ARMS = ("chunk", "row")
@@ -34,15 +33,8 @@ ARMS = ("chunk", "row")
 
 def _records(folder: Path) -> list[dict[str, Any]]:
     """{record, sidecar} of every finished run in a suite folder."""
-    out = []
-    for path in sorted(folder.glob("*.json")):
-        stem = path.name[: -len(".json")]
-        if "." in stem or stem == "manifest":
-            continue
-        side_path = folder / f"{stem}.run.json"
-        side = json.loads(side_path.read_text()) if side_path.exists() else {}
-        out.append({"record": json.loads(path.read_text()), "sidecar": side})
-    return out
+    return [{"record": record, "sidecar": read_json(folder / f"{name}.run.json") or {}}
+            for name, record in records(folder)]
 
 
 def _cell(record: dict[str, Any]) -> tuple[str, str, str, int]:

@@ -16,7 +16,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 
 from gnnpipe.data import load_dataset
 from gnnpipe.partition import make_partition, partition_stats
+from gnnpipe.trainer.machine import load_average, machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results" / "partition.json"
 
@@ -34,24 +34,12 @@ RESULTS = Path(__file__).resolve().parent / "results" / "partition.json"
 VARIANTS = (("metis", "metis", None), ("metis-degree", "metis", "degree"), ("random", "random", None))
 
 
-def machine_info() -> dict:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        usable = os.cpu_count()
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "usable_cores": usable,
-        "torch_threads": torch.get_num_threads(),
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "pymetis": getattr(pymetis, "version", "?"),
-        "load_average_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
+def machine() -> dict:
+    """The record's machine (:func:`gnnpipe.trainer.machine.machine_info`) with the
+    partitioner's libraries and the load at the start."""
+    return {**machine_info("cpu"), "torch_threads": torch.get_num_threads(), "numpy": np.__version__,
+            "pymetis": getattr(pymetis, "version", "?"), "load_average_1m_at_start": (load_average() or [None])[0],
+            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
 def bench_one(graph, num_parts: int, method: str, weights, seed: int, repeats: int) -> dict:
@@ -114,7 +102,7 @@ def main(argv=None) -> int:
         results.append(entry)
     record = {
         "benchmark": "partition",
-        "machine": machine_info(),
+        "machine": machine(),
         "config": {"parts": parts, "repeats": args.repeats, "seed": args.seed,
                    "variants": [v[0] for v in VARIANTS], "cache": False,
                    "edge_cut": "undirected edges of the symmetrised graph without self-loops"},

@@ -262,6 +262,21 @@ def _relative(path: Path) -> Path:
 
 
 # ------------------------------------------------------------------ records
+def records(out_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(name, record) of every trainer record in a suite folder, by name: the
+    ``NAME.json`` files that parse to a record with a config (not the sidecars, the
+    failure notes or the manifest)."""
+    out = []
+    for path in sorted(out_dir.glob("*.json")):
+        stem = path.name[: -len(".json")]
+        if "." in stem or stem == "manifest":
+            continue
+        record = read_json(path)
+        if isinstance(record, dict) and isinstance(record.get("config"), dict):
+            out.append((stem, record))
+    return out
+
+
 def adopt_records(suite: Suite, out_dir: Path) -> list[tuple[str, str]]:
     """Rename the records in ``out_dir`` that no run of ``suite`` names, but whose
     resolved config is a run's that has no record, to that run's name (record,
@@ -272,12 +287,8 @@ def adopt_records(suite: Suite, out_dir: Path) -> list[tuple[str, str]]:
     records it has are theirs."""
     names = {spec.name for spec in suite.runs}
     orphans: dict[str, str] = {}
-    for path in sorted(out_dir.glob("*.json")):
-        stem = path.name[: -len(".json")]
-        if "." in stem or stem in names or stem == "manifest":
-            continue
-        record = read_json(path)
-        if isinstance(record, dict) and isinstance(record.get("config"), dict):
+    for stem, record in records(out_dir):
+        if stem not in names:
             orphans.setdefault(resolved.key(record["config"]), stem)
     adopted = []
     for spec in suite.runs:

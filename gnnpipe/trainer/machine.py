@@ -56,6 +56,17 @@ def load_average() -> tuple[float, float, float] | None:
     return float(one), float(five), float(fifteen)
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else the platform's word)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine_info(device: str | None = None, dist_backend: str | None = None) -> dict[str, Any]:
     """Where the run happened: host, cores, python/torch versions, device, backend.
 
@@ -69,6 +80,7 @@ def machine_info(device: str | None = None, dist_backend: str | None = None) -> 
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_cores": cpu_cores(),
+        "cpu_model": cpu_model(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "gnnpipe": gnnpipe.__version__,
