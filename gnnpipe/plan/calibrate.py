@@ -6,8 +6,9 @@ A few seconds in all: a dense matmul, one aggregation of a chunk through
 cost), the input projection (dense, and CSR when the features are sparse), a tiny
 layer call (the fixed cost of one call), and the link between two processes (gloo
 ping-pong; skipped when the link is given). Each kernel runs forward + backward; the
-median of a few repeats is kept, because runs on a loaded machine are slow the same
-way. Memory: the saved-for-backward values of one layer of each kind are counted
+fastest of a few repeats is kept (:func:`min_time_s`): the plan is for an otherwise
+idle machine, and a repeat is only ever slowed by what else runs, never sped up (the
+advice of Python's ``timeit``). Memory: the saved-for-backward values of one layer of each kind are counted
 exactly with ``torch.autograd.graph.saved_tensors_hooks``; ``runtime_bytes`` is this
 process's resident size with torch loaded, plus the worker overhead fitted in
 :data:`WORKER_OVERHEAD_BYTES`.
@@ -26,7 +27,7 @@ import torch
 
 from gnnpipe.plan.inputs import HardwareProfile
 
-__all__ = ["calibrate", "median_time_s", "WORKER_OVERHEAD_BYTES"]
+__all__ = ["calibrate", "median_time_s", "min_time_s", "WORKER_OVERHEAD_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,18 @@ def median_time_s(fn: Callable[[], Any], repeats: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def min_time_s(fn: Callable[[], Any], repeats: int = 7) -> float:
+    """Seconds of one call of ``fn``: the fastest of ``repeats`` timed calls after one
+    untimed warm-up call (what the machine does undisturbed; module docstring)."""
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def _rss_bytes() -> int:
@@ -115,7 +128,7 @@ def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device) 
         out = stack[0](x, ops, h0)
     del out
     saved = sum(seen.values()) / (4.0 * n * hidden)
-    return median_time_s(step, 3) / STACK, saved
+    return min_time_s(step, 3) / STACK, saved
 
 
 def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
@@ -170,9 +183,9 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
             (a @ w).index_select(0, idx).relu_().sum()
 
     dist.barrier()
-    alone = median_time_s(kernel, 5) if rank == 0 else 0.0
+    alone = min_time_s(kernel, 9) if rank == 0 else 0.0
     dist.barrier()
-    both = median_time_s(kernel, 5)
+    both = min_time_s(kernel, 9)
     if rank == 0:
         q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss))
     dist.barrier()
@@ -209,21 +222,21 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         a = torch.randn(n, h, device=dev, requires_grad=True)
         w = torch.randn(h, h, device=dev, requires_grad=True)
         g = torch.randn(n, h, device=dev)
-        figures["matmul_s_per_flop"] = median_time_s(lambda: (a @ w).backward(g)) / (2.0 * n * h * h)
-        figures["aggregate_s_per_edge_row"] = median_time_s(
+        figures["matmul_s_per_flop"] = min_time_s(lambda: (a @ w).backward(g)) / (2.0 * n * h * h)
+        figures["aggregate_s_per_edge_row"] = min_time_s(
             lambda: ops.aggregate(a, "gcn").backward(g)) / (e * h)
         idx = torch.randint(0, n, (n,), device=dev)
         buf = torch.randn(n, h, device=dev)
-        figures["gather_s_per_byte"] = median_time_s(
+        figures["gather_s_per_byte"] = min_time_s(
             lambda: buf.index_add_(0, idx, buf[idx])) / (2.0 * n * h * 4)
         from gnnpipe.models.layers import dropout
 
-        figures["dropout_s_per_value"] = median_time_s(
+        figures["dropout_s_per_value"] = min_time_s(
             lambda: dropout(a, 0.5, True).backward(g)) / (n * h)
         from gnnpipe.models.masks import MaskRows
 
         keep = torch.rand(n, h, device=dev) >= 0.5  # a stage's rows of its layer's mask, as it applies them
-        figures["mask_apply_s_per_value"] = median_time_s(
+        figures["mask_apply_s_per_value"] = min_time_s(
             lambda: dropout(a, 0.5, True, MaskRows(keep, idx)).backward(g)) / (n * h)
         rows, saved, one_thread = {}, {}, {}
         for kind in kinds:
@@ -239,12 +252,12 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         proj = InputProjection(f, h, dropout=0.5).to(dev)
         x = torch.randn(m, f, device=dev)
         gm = torch.randn(m, h, device=dev)
-        figures["encode_s_per_flop"] = median_time_s(lambda: proj(x).backward(gm), 3) / (2.0 * m * f * h)
+        figures["encode_s_per_flop"] = min_time_s(lambda: proj(x).backward(gm), 3) / (2.0 * m * f * h)
         from gnnpipe.data.sparse import SparseFeatures
 
         dens = min(max(float(feature_density), 1e-3), 1.0)
         xs = SparseFeatures.from_dense((torch.rand(m, f) < dens).float()).to(dev)
-        figures["sparse_encode_s_per_nnz_col"] = median_time_s(
+        figures["sparse_encode_s_per_nnz_col"] = min_time_s(
             lambda: proj(xs).backward(gm), 3) / (max(xs.nnz, 1) * h)
         torch.set_num_threads(cores)
         all_cores = statistics.median(_layer_figures(k, h, ops, n, dev)[0] for k in kinds[:2])
