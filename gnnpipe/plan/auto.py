@@ -44,7 +44,8 @@ def _profile(run_config: Any, stats: Any) -> Any:
         return read_profile(path)
     m = run_config.model
     return calibrate(hidden=int(m.hidden), num_features=stats.num_features, feature_density=stats.feature_density,
-                     mean_degree=stats.num_edges / max(stats.num_nodes, 1), workers=int(run_config.parallel.workers),
+                     mean_degree=stats.num_edges / max(stats.num_nodes, 1), num_nodes=int(stats.num_nodes),
+                     workers=int(run_config.parallel.workers),
                      kinds=(m.model,) if m.model != "mlp" else ("gcn",),
                      device="cuda" if run_config.parallel.device == "cuda" else "cpu")
 

@@ -193,17 +193,22 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
 
 
 def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: float = 1.0,
-              mean_degree: float = 16.0, workers: int = 2, link: tuple[float, float] | None = None,
-              device_memory_bytes: int | None = None, device: str = "cpu",
-              kinds: tuple[str, ...] = KINDS) -> HardwareProfile:
+              mean_degree: float = 16.0, num_nodes: int = 20000, workers: int = 2,
+              link: tuple[float, float] | None = None, device_memory_bytes: int | None = None,
+              device: str = "cpu", kinds: tuple[str, ...] = KINDS) -> HardwareProfile:
     """Measure this machine (a few seconds) at one worker's share of the cores.
 
-    ``mean_degree``: in-edges per vertex of the graph to plan for (E / N); the layers
-    are timed on a 20,000-vertex synthetic graph of that degree (clamped to 2..100),
-    because the cost of an aggregation per edge falls as rows get longer (measured:
-    a model calibrated at degree 16 overpredicted BlogCatalog, degree 66, by up to
-    1.8x). ``link``: (bytes/s, latency s) to use instead of measuring it. Rates are
-    per forward unit, forward + backward timed (module docstring)."""
+    ``mean_degree`` and ``num_nodes``: in-edges per vertex (E / N) and vertices of the
+    graph to plan for; the layers are timed on a synthetic graph of that degree
+    (clamped to 2..100) and of N vertices clamped to 2,000..20,000, because the cost
+    of an aggregation per edge falls as rows get longer (measured: a model calibrated
+    at degree 16 overpredicted BlogCatalog, degree 66, by up to 1.8x), and the
+    kernels' rates depend on the size too: calibrated on 20,000 vertices, the plan
+    overpredicted graph and pipeline mode on Amazon Photo (7,650 vertices) and
+    BlogCatalog (5,196) by 1.27-1.36x, at their own sizes by 0.97-1.08x
+    (``bench/results/plan_check.json`` before and after this). ``link``: (bytes/s,
+    latency s) to use instead of measuring it. Rates are per forward unit, forward +
+    backward timed (module docstring)."""
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.model import InputProjection
 
@@ -212,7 +217,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     threads = max(1, cores // max(int(workers), 1))
     before = torch.get_num_threads()
     h = int(hidden)
-    plan = _plan(20000, min(max(float(mean_degree), 2.0), 100.0))
+    plan = _plan(int(min(max(int(num_nodes), 2000), 20000)), min(max(float(mean_degree), 2.0), 100.0))
     ops = ChunkOps.build(plan, device=dev)
     n, e = plan.num_own, int(plan.indices.numel())
     tiny_ops = ChunkOps.build(_plan(64, 4.0, seed=1), device=dev)

@@ -106,6 +106,8 @@ def _calibrate_main(argv: Sequence[str]) -> int:
     ap.add_argument("--hidden", type=int, default=100), ap.add_argument("--features", type=int, default=512)
     ap.add_argument("--feature-density", type=float, default=1.0)
     ap.add_argument("--mean-degree", type=float, default=16.0, help="in-edges per vertex of the graphs to plan")
+    ap.add_argument("--num-nodes", type=int, default=20000,
+                    help="vertices of the graphs to plan (the layers are timed at this size, 2,000 to 20,000)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--link-gbps", type=float), ap.add_argument("--link-latency-us", type=float, default=50.0)
@@ -116,8 +118,11 @@ def _calibrate_main(argv: Sequence[str]) -> int:
     link = None if a.link_gbps is None else (a.link_gbps * 1e9 / 8, a.link_latency_us * 1e-6)
     if not a.mean_degree > 0:
         raise ConfigError(f"--mean-degree: expected a value > 0, found {a.mean_degree}")
+    if a.num_nodes < 1:
+        raise ConfigError(f"--num-nodes: expected an integer >= 1, found {a.num_nodes}")
     prof = calibrate(hidden=a.hidden, num_features=a.features, feature_density=a.feature_density,
-                     mean_degree=a.mean_degree, workers=a.workers, link=link, device=a.device)
+                     mean_degree=a.mean_degree, num_nodes=a.num_nodes, workers=a.workers, link=link,
+                     device=a.device)
     write_profile(prof, a.out)
     print(f"measured profile written to {a.out}")
     return 0
@@ -159,7 +164,8 @@ def _profile(a: argparse.Namespace, stats: Any) -> HardwareProfile:
 
         link = None if a.link_gbps is None else (a.link_gbps * 1e9 / 8, (a.link_latency_us or 50.0) * 1e-6)
         prof = calibrate(hidden=a.hidden, num_features=stats.num_features, feature_density=stats.feature_density,
-                         mean_degree=stats.num_edges / max(stats.num_nodes, 1), workers=a.workers, link=link,
+                         mean_degree=stats.num_edges / max(stats.num_nodes, 1), num_nodes=int(stats.num_nodes),
+                         workers=a.workers, link=link,
                          kinds=(a.model,) if a.model != "mlp" else ("gcn",))
     over: dict[str, Any] = {}
     if a.link_gbps is not None:

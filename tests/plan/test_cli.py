@@ -40,6 +40,7 @@ def test_json_output_is_the_plan(capsys):
     [*STATS[:12], "--profile", "/nonexistent/profile.json"],
     ["--no-such-flag"],
     ["calibrate"],                                           # --out missing
+    ["calibrate", "--out", "/tmp/unused-profile.json", "--num-nodes", "0"],
 ])
 def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, capsys):
     assert main(argv) == 2
