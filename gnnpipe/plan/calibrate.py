@@ -45,28 +45,27 @@ KINDS = ("gcn", "sage", "gcnii", "resgcn+")
 STACK = 4
 
 
-def median_time_s(fn: Callable[[], Any], repeats: int = 5) -> float:
-    """Seconds of one call of ``fn``: the median of ``repeats`` timed calls after one
-    untimed warm-up call (the median, because a loaded machine slows some calls)."""
+def _repeat_s(fn: Callable[[], Any], repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` timed calls of ``fn`` after one untimed warm-up."""
     fn()  # warm-up
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def median_time_s(fn: Callable[[], Any], repeats: int = 5) -> float:
+    """Seconds of one call of ``fn``: the median of ``repeats`` timed calls after one
+    untimed warm-up call (benchmarks: the typical call on a shared machine)."""
+    return statistics.median(_repeat_s(fn, repeats))
 
 
 def min_time_s(fn: Callable[[], Any], repeats: int = 7) -> float:
     """Seconds of one call of ``fn``: the fastest of ``repeats`` timed calls after one
     untimed warm-up call (what the machine does undisturbed; module docstring)."""
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return min(_repeat_s(fn, repeats))
 
 
 def _rss_bytes() -> int:
