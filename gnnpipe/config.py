@@ -63,11 +63,13 @@ DEEP_PLAIN_LAYERS = 16
 
 def stale_sensitive(model: str, layers: int) -> bool:
     """Whether a ``model`` of ``layers`` layers loses its accuracy to stale halo reads:
-    a GCN or GraphSAGE of 16+ layers (no residual or initial connection). Measured:
-    GCN-32 on Amazon Photo, S = 2, 100 epochs, 3 seeds, was 20.3 points below exact
-    training at C = 8 chunks and 2.8 below at C = S (``bench/results/gcn-long``), as the
-    reference system's pipeline collapses on a 32-layer GCN. Such a model's pipelined
-    runs default to one chunk per stage and way, the fewest stale reads."""
+    a GCN or GraphSAGE of 16+ layers (no residual or initial connection). Measured
+    (``bench/results/gcn-long``: GCN-32 on Amazon Photo, S = 2, 100 epochs): 20.3
+    points below exact training at C = 8 chunks (3 seeds) and 2.8 below at C = S
+    (6 seeds), as the reference system's pipeline collapses on a 32-layer GCN. Such a model's pipelined
+    runs default to one chunk per stage and way, the fewest stale reads, and to R = 1
+    (a snapshot of last epoch's values): at C = S, R = 1 gave +1.44 points against exact
+    training over 6 seeds, R = 23 -2.77 (better on every seed)."""
     return model in ("gcn", "sage") and int(layers) >= DEEP_PLAIN_LAYERS
 
 
@@ -363,10 +365,12 @@ class ParallelConfig(_Checked):
         "aggregation kernel backend", choices=("torch", "scatter", "reference"), flag="kernel"))
     shuffle: bool = field(default=True, metadata=_meta(
         "pipeline technique 1: shuffle the chunk order every epoch"))
-    snapshot_period: int = field(default=23, metadata=_meta(
+    snapshot_period: int | None = field(default=None, metadata=_meta(
         "pipeline technique 2: refresh the historical snapshot every R epochs (R=1: last epoch's "
-        "values; the default 23 is the reference system's, and closed the accuracy gap that R=1 "
-        "left in bench/results/ablation; R>1 keeps one more full-row copy per buffered layer)"))
+        "values; default 23, the reference system's, which closed the accuracy gap R=1 left for "
+        "GCNII in bench/results/ablation; 1 for a GCN/GraphSAGE of 16+ layers, which it brought "
+        "to exact accuracy at C=S in bench/results/gcn-long; R>1 keeps one more full-row copy "
+        "per buffered layer)"))
     unbiased_scale: bool = field(default=False, metadata=_meta(
         "pipeline technique 3: scale aggregation gradients by 2 (unbiased estimate)"))
     history_init: str = field(default="exact", metadata=_meta(
@@ -398,6 +402,9 @@ class ParallelConfig(_Checked):
             text = self.chunks.strip().lower()
             self._need(text == "auto" or text.isdigit(), "chunks", "an integer >= 1 or auto")
             self._set("chunks", "auto" if text == "auto" else int(text))
+        if self.snapshot_period is None:
+            self._set("snapshot_period", 23)
+            object.__setattr__(self, "_snapshot_derived", True)  # RunConfig: it follows the model
         # Checks that hold whatever the mode (mode auto included).
         self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
         if self.backend == "nccl" and self.device == "cpu":
@@ -468,6 +475,11 @@ class ParallelConfig(_Checked):
         return bool(getattr(self, "_chunks_derived", False))
 
     @property
+    def snapshot_derived(self) -> bool:
+        """Whether ``snapshot_period`` is the default rather than a given period."""
+        return bool(getattr(self, "_snapshot_derived", False))
+
+    @property
     def stage_torch_dtype(self) -> Any:
         """The torch dtype of stage messages, or None for the training dtype."""
         import torch
@@ -534,14 +546,20 @@ class RunConfig:
                 f"parallel.stage_split: expected entries summing to model.layers={m.layers}, "
                 f"found {list(p.stage_split)} (sum {sum(p.stage_split)})"
             )
+        # Derived defaults follow the model: a stale-sensitive one (stale_sensitive)
+        # gets one chunk per stage and way, the fewest stale halo reads, and last
+        # epoch's values as its history (R = 1); others 4 S chunks per way and R = 23.
+        sensitive = stale_sensitive(m.model, m.layers)
+        derived = {}
         if p.chunks_derived:
-            # A derived count follows the model: one chunk per stage and way for a
-            # stale-sensitive one (the fewest stale halo reads), else 4 S per way.
-            chunks = p.stages * p.ways * (1 if stale_sensitive(m.model, m.layers) else 4)
-            if chunks != p.chunks:
-                narrowed = dataclasses.replace(p, chunks=chunks)
-                object.__setattr__(narrowed, "_chunks_derived", True)
-                object.__setattr__(self, "parallel", narrowed)
+            derived["chunks"] = p.stages * p.ways * (1 if sensitive else 4)
+        if p.snapshot_derived and p.mode in ("pipeline", "hybrid", "auto"):  # the modes with history
+            derived["snapshot_period"] = 1 if sensitive else 23
+        if any(getattr(p, k) != v for k, v in derived.items()):
+            resolved = dataclasses.replace(p, **derived)
+            for k in derived:
+                object.__setattr__(resolved, "_snapshot_derived" if k == "snapshot_period" else "_chunks_derived", True)
+            object.__setattr__(self, "parallel", resolved)
 
     # ---------------------------------------------------------- dict and TOML
     def to_dict(self) -> dict[str, Any]:

@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--ways", type=int), m.add_argument("--chunks", type=int)
     m.add_argument("--partition", default="metis", choices=("metis", "random"))
     m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--snapshot-period", type=int, default=23)
+    m.add_argument("--snapshot-period", type=int,
+                   help="as the trainer's (default: 23, or 1 for a GCN/GraphSAGE of 16+ layers)")
     m.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk",
                    help="the pipeline's dropout masks, as the trainer's --dropout-masks")
     m.add_argument("--cross-epoch-chunks", type=int, default=0, metavar="K",
@@ -206,16 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         a = _parser().parse_args(argv)
         for what, v, lo in (("--workers", a.workers, 1), ("--layers", a.layers, 1), ("--hidden", a.hidden, 1),
                             ("--chunks", a.chunks, 1), ("--ways", a.ways, 1),
-                            ("--cross-epoch-chunks", a.cross_epoch_chunks, 0)):
+                            ("--cross-epoch-chunks", a.cross_epoch_chunks, 0),
+                            ("--snapshot-period", a.snapshot_period, 1)):
             if v is not None and v < lo:
                 raise ConfigError(f"{what}: expected an integer >= {lo}, found {v}")
         if a.memory_gb is not None and not a.memory_gb > 0:
             raise ConfigError(f"--memory-gb: expected a value > 0, found {a.memory_gb}")
-        from gnnpipe.config import ModelConfig
+        from gnnpipe.config import ModelConfig, stale_sensitive
         from gnnpipe.plan.costs import ModelShape
         from gnnpipe.plan.planner import make_plan
 
         model = ModelConfig(model=a.model, layers=a.layers, hidden=a.hidden)
+        if a.snapshot_period is None:  # the trainer's default for this model
+            a.snapshot_period = 1 if stale_sensitive(a.model, a.layers) else 23
         stats = _stats(a)
         prof = _profile(a, stats)
         shape = ModelShape.of(model, stats.num_features, stats.num_classes)

@@ -81,31 +81,38 @@ def test_resolved_defaults_depend_on_the_mode():
     assert sum(pipe.layer_split(8)) == 8
 
 
-@pytest.mark.parametrize("model,layers,mode,workers,expected", [
-    ("gcn", 32, "pipeline", 2, 2),      # stale-sensitive: one chunk per stage
-    ("sage", 16, "pipeline", 4, 4),
-    ("gcn", 32, "hybrid", 4, 4),        # one chunk per stage and way: 2 ways x 2 stages
-    ("gcn", 8, "pipeline", 2, 8),       # shallow: the 4 S default
-    ("gcnii", 32, "pipeline", 2, 8),    # residual models keep 4 S
-    ("resgcn+", 64, "hybrid", 4, 16),
+@pytest.mark.parametrize("model,layers,mode,workers,expected,period", [
+    ("gcn", 32, "pipeline", 2, 2, 1),      # stale-sensitive: one chunk per stage, R = 1
+    ("sage", 16, "pipeline", 4, 4, 1),
+    ("gcn", 32, "hybrid", 4, 4, 1),        # one chunk per stage and way: 2 ways x 2 stages
+    ("gcn", 8, "pipeline", 2, 8, 23),      # shallow: the 4 S default, R = 23
+    ("gcnii", 32, "pipeline", 2, 8, 23),   # residual models keep 4 S and R = 23
+    ("resgcn+", 64, "hybrid", 4, 16, 23),
 ])
-def test_a_stale_sensitive_model_defaults_to_one_chunk_per_stage_and_way(model, layers, mode, workers, expected):
+def test_a_stale_sensitive_model_defaults_to_one_chunk_per_stage_and_way_and_last_epochs_history(
+        model, layers, mode, workers, expected, period):
     cfg = RunConfig(model=ModelConfig(model=model, layers=layers),
                     parallel=ParallelConfig(mode=mode, workers=workers))
-    assert cfg.parallel.chunks == expected
+    assert (cfg.parallel.chunks, cfg.parallel.snapshot_period) == (expected, period)
     # The resolved count is what the record holds and what a reload gives back.
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
 
 
-def test_a_given_chunk_count_is_kept_for_a_stale_sensitive_model():
+def test_a_given_chunk_count_and_snapshot_period_are_kept_for_a_stale_sensitive_model():
     cfg = RunConfig(model=ModelConfig(model="gcn", layers=32),
-                    parallel=ParallelConfig(mode="pipeline", workers=2, chunks=8))
-    assert cfg.parallel.chunks == 8
+                    parallel=ParallelConfig(mode="pipeline", workers=2, chunks=8, snapshot_period=23))
+    assert (cfg.parallel.chunks, cfg.parallel.snapshot_period) == (8, 23)
+    # Either one given alone: the other still follows the model.
+    only_chunks = RunConfig(model=ModelConfig(model="gcn", layers=32),
+                            parallel=ParallelConfig(mode="pipeline", workers=2, chunks=8))
+    assert (only_chunks.parallel.chunks, only_chunks.parallel.snapshot_period) == (8, 1)
     # A derived count follows the model through replace; a given one stays.
     shallow = RunConfig(model=ModelConfig(model="gcn", layers=4), parallel=ParallelConfig(mode="pipeline"))
     deep = dataclasses.replace(shallow, model=ModelConfig(model="gcn", layers=32))
     assert (shallow.parallel.chunks, deep.parallel.chunks) == (8, 2)
-    assert dataclasses.replace(deep, model=ModelConfig(model="gcnii", layers=32)).parallel.chunks == 8
+    assert deep.parallel.snapshot_period == 1
+    back = dataclasses.replace(deep, model=ModelConfig(model="gcnii", layers=32))
+    assert (back.parallel.chunks, back.parallel.snapshot_period) == (8, 23)
     assert dataclasses.replace(cfg, model=ModelConfig(model="gcn", layers=4)).parallel.chunks == 8
 
 
