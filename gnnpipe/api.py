@@ -200,8 +200,8 @@ def stale_read_warning(run_config: RunConfig, layout: Any) -> str | None:
     (the config narrows it), so it was asked for: ``--chunks`` or the planner given a
     count. Such a stack with dropout collapses in the pipelined modes as the reference
     system's does (measured, ``bench/results/gcn-long``: GCN-32 on Amazon Photo, 100
-    epochs, 3 seeds, S = 2: 20.34 points below exact training at C = 8, 2.78 below at
-    C = S = 2); fewer chunks mean fewer stale halo reads."""
+    epochs, S = 2: 20.34 points below exact training at C = 8, 3 seeds; 1.44 above at
+    C = S = 2 with R = 1, the default, 6 seeds); fewer chunks mean fewer stale reads."""
     m, mode = run_config.model, run_config.parallel.mode
     if mode not in ("pipeline", "hybrid") or not stale_sensitive(m.model, m.layers):
         return None
@@ -209,5 +209,6 @@ def stale_read_warning(run_config: RunConfig, layout: Any) -> str | None:
         return None
     return (f"{m.model}-{m.layers} in {mode} mode at C = {layout.num_chunks} chunks: deep residual-free models lose "
             f"accuracy to stale halo reads (GCN-32 on Amazon Photo, S = 2: -20.3 points against exact "
-            f"training at C = 8, -2.8 at C = S; bench/results/gcn-long); --chunks with one chunk per "
-            f"stage and way reads fewer stale rows, or use gcnii / resgcn+")
+            f"training at C = 8, +1.4 at C = S with --snapshot-period 1, the default; "
+            f"bench/results/gcn-long); leave --chunks unset (one chunk per stage and way), or use "
+            f"gcnii / resgcn+")
