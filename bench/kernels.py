@@ -37,8 +37,8 @@ import torch
 
 from gnnpipe.data import Graph
 from gnnpipe.kernels import REDUCES, ChunkOps, available_backends
-from gnnpipe.trainer.machine import load_average, machine_info
 from gnnpipe.partition import metis_partition, reorder, whole_graph_plan
+from gnnpipe.trainer.machine import load_average, machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kernels.json"
 

@@ -46,6 +46,8 @@ __all__ = [
     "read_toml",
     "DEEP_PLAIN_LAYERS",
     "stale_sensitive",
+    "default_chunks",
+    "default_snapshot_period",
 ]
 
 #: Model kinds that :func:`gnnpipe.models.build_model` knows.
@@ -66,11 +68,23 @@ def stale_sensitive(model: str, layers: int) -> bool:
     a GCN or GraphSAGE of 16+ layers (no residual or initial connection). Measured
     (``bench/results/gcn-long``: GCN-32 on Amazon Photo, S = 2, 100 epochs): 20.3
     points below exact training at C = 8 chunks (3 seeds) and 2.8 below at C = S
-    (6 seeds), as the reference system's pipeline collapses on a 32-layer GCN. Such a model's pipelined
-    runs default to one chunk per stage and way, the fewest stale reads, and to R = 1
-    (a snapshot of last epoch's values): at C = S, R = 1 gave +1.44 points against exact
-    training over 6 seeds, R = 23 -2.77 (better on every seed)."""
+    (6 seeds), as the reference system's pipeline collapses on a 32-layer GCN. Such a
+    model's pipelined runs default to one chunk per stage and way, the fewest stale
+    reads, and to R = 1 (a snapshot of last epoch's values): at C = S, R = 1 gave +1.44
+    points against exact training over 6 seeds, R = 23 -2.77 (better on every seed)."""
     return model in ("gcn", "sage") and int(layers) >= DEEP_PLAIN_LAYERS
+
+
+def default_chunks(stages: int, ways: int, sensitive: bool = False) -> int:
+    """The chunk count C of a pipelined run that gives none: 4 S per way (the reference
+    ratio), one per stage and way for a stale-sensitive model (:func:`stale_sensitive`)."""
+    return int(stages) * int(ways) * (1 if sensitive else 4)
+
+
+def default_snapshot_period(sensitive: bool = False) -> int:
+    """The snapshot period R of a pipelined run that gives none: 23 (the reference
+    system's), 1 for a stale-sensitive model (:func:`stale_sensitive`)."""
+    return 1 if sensitive else 23
 
 
 #: Environment variable naming the data root when ``DataConfig.root`` is unset.
@@ -325,6 +339,11 @@ class TrainConfig(_Checked):
         return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
 
 
+#: The instance attributes (not fields) that mark a ParallelConfig value as its
+#: default rather than given, so that RunConfig can make it follow the model.
+_DERIVED_FLAGS = {"chunks": "_chunks_derived", "snapshot_period": "_snapshot_derived"}
+
+
 # ----------------------------------------------------------------------- parallel
 @dataclass(frozen=True)
 class ParallelConfig(_Checked):
@@ -403,8 +422,8 @@ class ParallelConfig(_Checked):
             self._need(text == "auto" or text.isdigit(), "chunks", "an integer >= 1 or auto")
             self._set("chunks", "auto" if text == "auto" else int(text))
         if self.snapshot_period is None:
-            self._set("snapshot_period", 23)
-            object.__setattr__(self, "_snapshot_derived", True)  # RunConfig: it follows the model
+            self._set("snapshot_period", default_snapshot_period())
+            object.__setattr__(self, _DERIVED_FLAGS["snapshot_period"], True)  # follows the model
         # Checks that hold whatever the mode (mode auto included).
         self._need(self.snapshot_period >= 1, "snapshot_period", "an integer >= 1")
         if self.backend == "nccl" and self.device == "cpu":
@@ -436,10 +455,10 @@ class ParallelConfig(_Checked):
         if self.chunks == "auto":
             pass  # the planner picks C at the entry (pipeline, hybrid)
         elif self.chunks is None:
-            self._set("chunks", {"single": 1, "graph": self.workers, "pipeline": 4 * s,
-                                 "hybrid": 4 * s * self.ways}[mode])
+            self._set("chunks", 1 if mode == "single" else self.workers if mode == "graph"
+                      else default_chunks(s, self.ways))
             # Not a field: RunConfig narrows a derived pipelined count for the model.
-            object.__setattr__(self, "_chunks_derived", mode in ("pipeline", "hybrid"))
+            object.__setattr__(self, _DERIVED_FLAGS["chunks"], mode in ("pipeline", "hybrid"))
         self._need(self.chunks == "auto" or self.chunks >= 1, "chunks", "an integer >= 1 or auto")
         if mode == "single":
             self._need(self.chunks == 1, "chunks", "1 in single mode")
@@ -472,12 +491,12 @@ class ParallelConfig(_Checked):
     @property
     def chunks_derived(self) -> bool:
         """Whether ``chunks`` is the pipelined default rather than a given count."""
-        return bool(getattr(self, "_chunks_derived", False))
+        return bool(getattr(self, _DERIVED_FLAGS["chunks"], False))
 
     @property
     def snapshot_derived(self) -> bool:
         """Whether ``snapshot_period`` is the default rather than a given period."""
-        return bool(getattr(self, "_snapshot_derived", False))
+        return bool(getattr(self, _DERIVED_FLAGS["snapshot_period"], False))
 
     @property
     def stage_torch_dtype(self) -> Any:
@@ -546,19 +565,17 @@ class RunConfig:
                 f"parallel.stage_split: expected entries summing to model.layers={m.layers}, "
                 f"found {list(p.stage_split)} (sum {sum(p.stage_split)})"
             )
-        # Derived defaults follow the model: a stale-sensitive one (stale_sensitive)
-        # gets one chunk per stage and way, the fewest stale halo reads, and last
-        # epoch's values as its history (R = 1); others 4 S chunks per way and R = 23.
+        # Derived defaults follow the model (default_chunks, default_snapshot_period).
         sensitive = stale_sensitive(m.model, m.layers)
         derived = {}
         if p.chunks_derived:
-            derived["chunks"] = p.stages * p.ways * (1 if sensitive else 4)
+            derived["chunks"] = default_chunks(p.stages, p.ways, sensitive)
         if p.snapshot_derived and p.mode in ("pipeline", "hybrid", "auto"):  # the modes with history
-            derived["snapshot_period"] = 1 if sensitive else 23
+            derived["snapshot_period"] = default_snapshot_period(sensitive)
         if any(getattr(p, k) != v for k, v in derived.items()):
             resolved = dataclasses.replace(p, **derived)
-            for k in derived:
-                object.__setattr__(resolved, "_snapshot_derived" if k == "snapshot_period" else "_chunks_derived", True)
+            for k in derived:  # still derived: a later replace of the model moves them again
+                object.__setattr__(resolved, _DERIVED_FLAGS[k], True)
             object.__setattr__(self, "parallel", resolved)
 
     # ---------------------------------------------------------- dict and TOML

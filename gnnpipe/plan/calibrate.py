@@ -8,10 +8,10 @@ layer call (the fixed cost of one call), and the link between two processes (glo
 ping-pong; skipped when the link is given). Each kernel runs forward + backward; the
 fastest of a few repeats is kept (:func:`min_time_s`): the plan is for an otherwise
 idle machine, and a repeat is only ever slowed by what else runs, never sped up (the
-advice of Python's ``timeit``). Memory: the saved-for-backward values of one layer of each kind are counted
-exactly with ``torch.autograd.graph.saved_tensors_hooks``; ``runtime_bytes`` is this
-process's resident size with torch loaded, plus the worker overhead fitted in
-:data:`WORKER_OVERHEAD_BYTES`.
+advice of Python's ``timeit``). Memory: the saved-for-backward values of one layer of
+each kind are counted exactly with ``torch.autograd.graph.saved_tensors_hooks``;
+``runtime_bytes`` is this process's resident size with torch loaded, plus the worker
+overhead fitted in :data:`WORKER_OVERHEAD_BYTES`.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     kernels' rates depend on the size too: calibrated on 20,000 vertices, the plan
     overpredicted graph and pipeline mode on Amazon Photo (7,650 vertices) and
     BlogCatalog (5,196) by 1.27-1.36x, at their own sizes by 0.97-1.08x
-    (``bench/results/plan_check.json`` before and after this). ``link``: (bytes/s,
+    (``bench/results/plan_check.json`` at commits 61f7050 and bd5019e). ``link``: (bytes/s,
     latency s) to use instead of measuring it. Rates are per forward unit, forward +
     backward timed (module docstring)."""
     from gnnpipe.kernels import ChunkOps

@@ -213,13 +213,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError(f"{what}: expected an integer >= {lo}, found {v}")
         if a.memory_gb is not None and not a.memory_gb > 0:
             raise ConfigError(f"--memory-gb: expected a value > 0, found {a.memory_gb}")
-        from gnnpipe.config import ModelConfig, stale_sensitive
+        from gnnpipe.config import ModelConfig, default_snapshot_period, stale_sensitive
         from gnnpipe.plan.costs import ModelShape
         from gnnpipe.plan.planner import make_plan
 
         model = ModelConfig(model=a.model, layers=a.layers, hidden=a.hidden)
         if a.snapshot_period is None:  # the trainer's default for this model
-            a.snapshot_period = 1 if stale_sensitive(a.model, a.layers) else 23
+            a.snapshot_period = default_snapshot_period(stale_sensitive(a.model, a.layers))
         stats = _stats(a)
         prof = _profile(a, stats)
         shape = ModelShape.of(model, stats.num_features, stats.num_classes)

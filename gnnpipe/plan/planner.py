@@ -4,9 +4,10 @@
 model and P workers, every layout worth considering -- single; graph (W = P);
 pipeline (S = P) at C = 1, 2, 4, 8 x S; hybrid at every W dividing P (S = P / W) at
 C = 1, 2, 4 x P (for a stale-sensitive model, :func:`gnnpipe.config.stale_sensitive`,
-only C = S x W, one chunk per stage and way, as the run's default) -- each pipelined one with the equal stage split and the
-cost-balanced one (:func:`balanced_split`). Each :class:`Candidate` carries its
-predicted bytes per epoch (DESIGN.md 7 through the engine's own functions:
+only C = S x W, one chunk per stage and way, as the run's default) -- each pipelined
+one with the equal stage split and the cost-balanced one (:func:`balanced_split`).
+Each :class:`Candidate` carries its predicted bytes per epoch (DESIGN.md 7 through the
+engine's own functions:
 ``predicted_graph_bytes``, ``predicted_pipeline_bytes``, ``predicted_hybrid_bytes``;
 exact when the graph is at hand, from estimated halos otherwise), predicted peak
 memory per worker and predicted epoch time (:mod:`gnnpipe.plan.costs`). The plan
@@ -170,6 +171,10 @@ def _layouts(workers: int, layers: int, num_nodes: int, modes: tuple[str, ...],
     """(mode, W, S, C) to consider; ``fewest_stale``: pipelined layouts only at
     C = S x W = P when ``chunks`` is not given."""
     P = int(workers)
+
+    def counts(multiples: tuple[int, ...]) -> list[int]:
+        return [chunks] if chunks else [P] if fewest_stale else [m * P for m in multiples]
+
     out: list[tuple[str, int, int, int]] = []
     if "single" in modes:
         out.append(("single", 1, 1, 1))
@@ -178,7 +183,7 @@ def _layouts(workers: int, layers: int, num_nodes: int, modes: tuple[str, ...],
     if "graph" in modes:
         out.append(("graph", P, 1, P))
     if "pipeline" in modes and layers >= P:
-        for c in ([chunks] if chunks else [P] if fewest_stale else [m * P for m in (1, 2, 4, 8)]):
+        for c in counts((1, 2, 4, 8)):
             if c <= num_nodes:
                 out.append(("pipeline", 1, P, c))
     if "hybrid" in modes:
@@ -186,7 +191,7 @@ def _layouts(workers: int, layers: int, num_nodes: int, modes: tuple[str, ...],
             s = P // w
             if layers < s:
                 continue
-            for c in ([chunks] if chunks else [P] if fewest_stale else [m * P for m in (1, 2, 4)]):
+            for c in counts((1, 2, 4)):
                 if w <= c <= num_nodes:
                     out.append(("hybrid", w, s, c))
     return out
