@@ -15,6 +15,9 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
   ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy). Layer 1
   of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of the
   epoch, so it needs no buffer and its reads are exact.
+* **Saved tensors.** What a layer saves for its backward is moved, after the layer,
+  into the chunk's slots of the stage's arena (:mod:`gnnpipe.engine.saved_arena`),
+  out of the heap where the forward's temporaries come and go.
 * **Forward** of chunk ``k`` at step ``t``: its input rows are written into ``B_l``;
   the layer reads ``cat(B_l[own], B_l[halo])``. A halo row of chunk ``j`` is FRESH
   when ``step(j) <= t`` (written earlier this epoch; in hybrid also by another way at
@@ -58,6 +61,7 @@ from torch import Tensor
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import Encoded, EpochState
 from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
+from gnnpipe.engine.saved_arena import SavedArena, movable
 from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
                                            unhold)
 from gnnpipe.engine.way_exchange import WayExchange
@@ -156,6 +160,10 @@ class Stage:
                   for l in self.buffered}
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
         self.G = {l: torch.zeros_like(b) for l, b in self.B.items()}
+        # What the layers save for their backward, out of the heap (saved_arena); by
+        # epoch parity too when a chunk's next forward may run before its backward.
+        self.arena = SavedArena(self.device)
+        self.arena_parity = int(pc.cross_epoch_chunks) > 0
         logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s",
                     self.rank, self.way, self.num_ways, self.stage, layout.stages, self.a + 1, self.b,
                     len(self.my_chunks), self.buffered)
@@ -301,6 +309,8 @@ class Stage:
         # Cross-epoch: a chunk run ahead at the turn uses the stashed weights, and its
         # stale reads come from the history while B_l still holds the last epoch's rows.
         stash = st.stash if k in st.ahead else None
+        arena_key = (k, st.epoch % 2 if self.arena_parity else 0)
+        self.arena.begin(arena_key)
         alt_pos = None
         if st.history is not None:
             stale = (st.step_of[self.halo_chunk[k]] > t).nonzero().squeeze(1)
@@ -325,6 +335,7 @@ class Stage:
             weights = None if stash is None else module_stash(stash, f"layers.{i}")
             with torch.autograd.graph.saved_tensors_hooks(saved_holder(saved), unhold):
                 out = call_with(layer, weights, h_local, ops, h0_k if layer.needs_h0 else None, keep)
+            self._to_arena(arena_key, saved, out)
             layers.append((l, sink, out))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
@@ -343,6 +354,22 @@ class Stage:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
             state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
+
+    def _to_arena(self, key: tuple[int, int], holders: list[list[Tensor]], out: Tensor) -> None:
+        """Move what a layer just saved into the chunk's arena slots, so that the
+        originals are freed with the layer's temporaries (:mod:`saved_arena`). The
+        output's own storage stays: the next layer's buffer takes it over
+        (``share_saved_output``), or it is the stage's output."""
+        out_ptr = out.untyped_storage().data_ptr()
+        placed: dict[tuple, Tensor] = {}
+        for h in holders:
+            t = h[0]
+            if t.untyped_storage().data_ptr() == out_ptr or not movable(t):
+                continue
+            ident = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+            if ident not in placed:
+                placed[ident] = self.arena.place(key, t)
+            h[0] = placed[ident]
 
     def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> MaskRows | None:
         """The rows ``rows`` (row-space ids, or a slice of them) of slot ``slot``'s

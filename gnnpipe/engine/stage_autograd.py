@@ -107,8 +107,13 @@ def share_saved_output(holders: list[list[Tensor]], out: Tensor, copy: Tensor) -
 
 def sunk_grad(sink: list, shape: tuple[int, int], like: Tensor) -> Tensor:
     """The gradient in ``sink`` (autograd sums every use of ``h_local`` before calling
-    the node's backward once), or zeros when none flowed."""
-    return sink[0] if sink else torch.zeros(shape, dtype=like.dtype, device=like.device)
+    the node's backward once), or zeros when none flowed. It is taken out of the sink:
+    a stage reads it once per layer, and the sinks of a chunk's layers live until the
+    chunk's backward ends, so a gradient left in them would keep a ``[n_local, d]``
+    tensor per layer alive through it (on the 200k-vertex GCN-32 at C = 8, R = 1: peak
+    8.19 -> 7.72 GiB per worker, one run each, 2026-12-05).
+    """
+    return sink.pop() if sink else torch.zeros(shape, dtype=like.dtype, device=like.device)
 
 
 def grad_or_zeros(t: Tensor) -> Tensor:

@@ -101,6 +101,14 @@ def _continues(case: dict[str, Any], epoch: int) -> bool:
 
 
 def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """Train one case for EPOCHS epochs on this rank; return what it owns and sent."""
+    from tests.engine._context import arena_threshold
+
+    with arena_threshold(case):
+        return _run_case(rank, world, comm, case)
+
+
+def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str, Any]:
     from gnnpipe.engine.runners import RUNNERS
     from tests.engine._context import make_context
 
@@ -179,7 +187,11 @@ CASES2 = (
        dict(mode="pipeline", workers=2, chunks=5, model="gcn", k=5, dropout=0.5, dropout_masks="row",
             input_proj=True, classifier=True, **ON),
        # Nothing begun ahead after epoch 2 (a checkpoint's epoch): epoch 3 starts afresh.
-       dict(mode="pipeline", workers=2, chunks=5, model="gcnii", k=2, pause=2, **ON)]
+       dict(mode="pipeline", workers=2, chunks=5, model="gcnii", k=2, pause=2, **ON),
+       # Saved tensors in the arena: a chunk's ahead forward must not reuse the slots
+       # its backward of the epoch before still reads (engine.saved_arena: parity).
+       dict(mode="pipeline", workers=2, chunks=5, model="resgcn+", k=2, dropout=0.5, dropout_masks="row",
+            arena_all=True, **ON)]
 )
 CASES3 = [dict(mode="pipeline", workers=3, chunks=6, model="gcnii", layers=5, k=2, dropout=0.5,
                dropout_masks="row", **ON)]

@@ -98,6 +98,14 @@ class CallRecorder:
 
 def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str, Any]:
     """Train one case for EPOCHS epochs on this rank; return what it owns and sent."""
+    from tests.engine._context import arena_threshold
+
+    with arena_threshold(case):
+        return _run_case(rank, world, comm, case)
+
+
+def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """Train one case for EPOCHS epochs on this rank; return what it owns and sent."""
     from gnnpipe.engine.runners import RUNNERS
     from tests.engine._context import make_context
 
@@ -127,7 +135,8 @@ def run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[str
     return {"epochs": epochs, "acc": acc, "predicted": runner.predicted_bytes(),
             "calls": recorder.calls if recorder is not None else None,
             "way_rows": None if stage is None else (stage.way, stage.rows.way_rows.clone(),
-                                                    {l: tuple(b.shape) for l, b in stage.B.items()})}
+                                                    {l: tuple(b.shape) for l, b in stage.B.items()}),
+            "arena_bytes": None if stage is None else stage.arena.reserved_bytes}
 
 
 def cases_worker(rank: int, world: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -227,6 +236,12 @@ PIPE2 = (
             input_proj=True, classifier=True, **ON)]
     # The default chunk masks (each layer call draws): no simulator twin, see below.
     + [dict(mode="pipeline", workers=2, chunks=5, model="gcnii", dropout=0.5, **ON)]
+    # Every saved tensor moved into the stage's arena (engine.saved_arena), with and
+    # without dropout masks among them; the chunk-mask case against its twin above.
+    + [dict(mode="pipeline", workers=2, chunks=5, model=m, dropout=0.5, dropout_masks="row", arena_all=True, **ON)
+       for m in MODELS]
+    + [dict(mode="pipeline", workers=2, chunks=5, model=m, arena_all=True, **OFF) for m in ("gcn", "resgcn+")]
+    + [dict(mode="pipeline", workers=2, chunks=5, model="gcnii", dropout=0.5, arena_all=True, **ON)]
 )
 
 
@@ -244,6 +259,8 @@ HYB2 = [
     # Dropout: each way draws its masks over its rows and encodes its rows itself.
     dict(mode="hybrid", workers=2, ways=2, chunks=5, model="resgcn+", dropout=0.5, dropout_masks="row", **ON),
     dict(mode="hybrid", workers=2, ways=2, chunks=5, model="gcnii", dropout=0.5, dropout_masks="row", **ON),
+    dict(mode="hybrid", workers=2, ways=2, chunks=5, model="resgcn+", dropout=0.5, dropout_masks="row",
+         arena_all=True, **ON),
 ]
 # Four stages, split (2, 1, 1, 1): h0 crosses three boundaries with the activations.
 PIPE4 = [dict(mode="pipeline", workers=4, chunks=6, model="gcnii", layers=5, record_calls=True, **ON)]
@@ -294,10 +311,33 @@ def test_pipeline_equals_simulator(pipe2_results, i):
     assert_matches(pipe2_results[i], epochs, acc)
 
 
+def test_saved_tensors_in_the_arena_change_nothing(pipe2_results):
+    """With every saved tensor moved into the stage's arena (and the slots reused in
+    epochs 2 and 3), a chunk-mask run is bit for bit the run without: the same losses,
+    gradients, parameters and logits. (The other arena cases match the simulator.)"""
+    arena = [i for i, c in enumerate(PIPE2) if c.get("arena_all")]
+    assert len(arena) == 7
+    for i in arena:
+        assert all(r["arena_bytes"] > 0 for r in pipe2_results[i])
+    for i, c in enumerate(PIPE2):
+        if not c.get("arena_all"):
+            assert all(r["arena_bytes"] == 0 for r in pipe2_results[i])  # the tiny graph's tensors: below MIN_BYTES
+    twin = {k: v for k, v in PIPE2[arena[-1]].items() if k != "arena_all"}
+    ref = pipe2_results[PIPE2.index(twin)]
+    for got, want in zip(pipe2_results[arena[-1]], ref):
+        for e in range(EPOCHS):
+            assert got["epochs"][e]["loss"] == want["epochs"][e]["loss"]
+            for key in ("grads", "params"):
+                for name, t in want["epochs"][e][key].items():
+                    assert torch.equal(got["epochs"][e][key][name], t), (key, name, e)
+            if want["epochs"][e]["logits"] is not None:
+                assert torch.equal(got["epochs"][e]["logits"][1], want["epochs"][e]["logits"][1])
+
+
 def test_pipeline_dropout_is_applied(pipe2_results):
     # The dropout cases' agreement with the simulator must not be that of dropout 0.
     for i, case in enumerate(PIPE2):
-        if case.get("dropout") and not case.get("input_proj"):
+        if case.get("dropout") and not case.get("input_proj") and not case.get("arena_all"):
             j = PIPE2.index({k: v for k, v in case.items() if k not in ("dropout", "dropout_masks")})
             a, b = merge_ranks(pipe2_results[i], 0, "grads"), merge_ranks(pipe2_results[j], 0, "grads")
             assert any(not torch.allclose(a[k], b[k]) for k in a), case["model"]
@@ -368,7 +408,7 @@ def results_by_case(results: list[list[dict[str, Any]]], num_cases: int) -> list
 def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
     # The executor reads a layer's input gradient from the sink instead of keeping the
     # gathered rows as a leaf until backward.
-    from gnnpipe.engine.stage_autograd import gather_rows
+    from gnnpipe.engine.stage_autograd import gather_rows, sunk_grad
 
     torch.manual_seed(0)
     buf = torch.randn(7, 4, dtype=torch.float64)
@@ -387,6 +427,11 @@ def test_gather_rows_sinks_the_gradient_a_leaf_would_get_and_keeps_no_rows():
     assert len(sink) == 1
     torch.testing.assert_close(sink[0], leaf.grad, rtol=0, atol=0)
     torch.testing.assert_close(w.grad, w2.grad, rtol=0, atol=0)
+    # Read once, the gradient leaves the sink, which lives until the chunk's backward ends.
+    got = sunk_grad(sink, (5, 4), buf)
+    torch.testing.assert_close(got, leaf.grad, rtol=0, atol=0)
+    assert sink == []
+    assert torch.equal(sunk_grad(sink, (5, 4), buf), torch.zeros(5, 4, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("i", [i for i, c in enumerate(PIPE2) if c["chunks"] == 5 and simulable(c)],
