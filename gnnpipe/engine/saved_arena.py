@@ -36,8 +36,10 @@ __all__ = ["SavedArena", "movable", "SEGMENT_BYTES", "MIN_BYTES", "ALIGN"]
 
 #: Bytes of one segment (a larger request gets a segment of its own size).
 SEGMENT_BYTES = 128 << 20
-#: Saved tensors smaller than this stay where they are (weights, scalars, statistics).
-MIN_BYTES = 64 << 10
+#: Saved tensors smaller than this stay where they are (weights, statistics, and the
+#: small blocks a heap reuses well): on BlogCatalog at C = 8 (saved tensors of 0.26 and
+#: 0.45 MB) moving them cost 1.5 % of the epoch (bench/results/memory_200k/README.md).
+MIN_BYTES = 1 << 20
 #: Offsets are multiples of this, so that any dtype's view of a slot is aligned.
 ALIGN = 64
 
