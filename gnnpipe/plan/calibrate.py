@@ -116,18 +116,50 @@ def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device) 
             h = layer(h, ops, h0)
         h.backward(g)
 
+    saved = _saved_bytes(stack[0], x, ops, h0) / (4.0 * n * hidden)
+    return min_time_s(step, 3) / STACK, saved
+
+
+def _saved_bytes(layer: Any, x: torch.Tensor, ops: Any, h0: torch.Tensor | None) -> int:
+    """Bytes of the storages autograd keeps for the backward of one call of ``layer``
+    (its input ``x`` and ``h0`` excluded: the caller holds those; so are its
+    parameters, which are not per row)."""
     seen: dict[int, int] = {}
+    params = {p.data_ptr() for p in layer.parameters()}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        if t.numel() > 1 and t.untyped_storage().data_ptr() not in (x.data_ptr(), getattr(h0, "data_ptr", int)()):
-            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        ptr = t.untyped_storage().data_ptr()
+        if t.numel() > 1 and ptr not in (x.data_ptr(), getattr(h0, "data_ptr", int)()) and ptr not in params:
+            seen[ptr] = t.untyped_storage().nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = stack[0](x, ops, h0)
+        out = layer(x, ops, h0)
     del out
-    saved = sum(seen.values()) / (4.0 * n * hidden)
-    return min_time_s(step, 3) / STACK, saved
+    return sum(seen.values())
+
+
+def _saved_halo_values(kind: str, hidden: int, saved_own: float, dev: torch.device) -> float:
+    """Values one layer of ``kind`` keeps per (halo row x width) beside
+    ``saved_own`` per own row, counted on a chunk with halo rows (chunk 0 of two of a
+    synthetic graph): a layer applies its input dropout to its halo rows too, and keeps
+    that mask (a GCN's 1 byte a value, 0.25 of a float); a layer that keeps its input
+    or a view of it (GraphSAGE's own rows are a view of the dropped input, ResGCN+'s
+    norm saves it) keeps its halo rows as well."""
+    from gnnpipe.data.synthetic import synthetic_graph
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.models import build_model
+    from gnnpipe.partition import chunk_graph
+
+    g = synthetic_graph(num_nodes=2000, num_features=8, avg_degree=8.0, seed=2).remove_self_loops()
+    plan = chunk_graph(g, 2, method="metis", seed=0, cache=False).plans[0]
+    ops = ChunkOps.build(plan, device=dev)
+    model = build_model({"model": kind, "layers": 3, "hidden": hidden, "dropout": 0.5}, 8, 4).to(dev)
+    layer = model.layers[1]
+    x = torch.randn(plan.num_local, hidden, device=dev, requires_grad=True)
+    h0 = torch.randn(plan.num_own, hidden, device=dev, requires_grad=True) if layer.needs_h0 else None
+    extra = _saved_bytes(layer, x, ops, h0) - 4.0 * saved_own * plan.num_own * hidden
+    return max(extra, 0.0) / (4.0 * max(plan.num_halo, 1) * hidden)
 
 
 def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
@@ -242,9 +274,10 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         keep = torch.rand(n, h, device=dev) >= 0.5  # a stage's rows of its layer's mask, as it applies them
         figures["mask_apply_s_per_value"] = min_time_s(
             lambda: dropout(a, 0.5, True, MaskRows(keep, idx)).backward(g)) / (n * h)
-        rows, saved, one_thread = {}, {}, {}
+        rows, saved, saved_halo, one_thread = {}, {}, {}, {}
         for kind in kinds:
             t, saved[kind] = _layer_figures(kind, h, ops, n, dev)
+            saved_halo[kind] = _saved_halo_values(kind, h, saved[kind], dev)
             one_thread[kind] = t
             mm = (2 if kind in ("sage", "resgcn+") else 1) * 2.0 * n * h * h * figures["matmul_s_per_flop"]
             agg = e * h * figures["aggregate_s_per_edge_row"]
@@ -278,6 +311,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         device=dev.type, threads=threads, device_memory_bytes=int(total), link_bytes_per_s=float(bw),
         link_latency_s=float(lat), runtime_bytes=int(runtime) if dev.type == "cpu" else 0,
         single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu", layer_row_s_per_value=rows, saved_values_per_row=saved,
+        saved_halo_values_per_row=saved_halo,
         source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f})", **figures)
     logger.info("calibrated: %s", profile)
     return profile

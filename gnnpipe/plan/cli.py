@@ -29,6 +29,9 @@ PROG = "python -m gnnpipe.plan"
 #: Values autograd keeps per (row x width) of one layer, as the CPU calibration
 #: counts them (device independent): used when the profile is given as figures.
 DEFAULT_SAVED = {"gcn": 2.26, "sage": 3.26, "gcnii": 2.26, "resgcn+": 3.28, "mlp": 2.0}
+#: ... and besides per (halo row x width), dropout 0.5 (the CPU calibration's count
+#: on a chunk with halo rows: a mask's byte, plus the input rows where a layer keeps them).
+DEFAULT_SAVED_HALO = {"gcn": 0.25, "sage": 1.25, "gcnii": 0.25, "resgcn+": 2.27, "mlp": 0.0}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +60,7 @@ def profile_from_figures(*, flops: float, link_gbps: float, device_memory_gb: fl
         dropout_s_per_value=6 * 2 * 4 / bw, mask_apply_s_per_value=3 * 2 * 4 / bw,
         link_bytes_per_s=link_gbps * 1e9 / 8, link_latency_s=link_latency_us * 1e-6, runtime_bytes=0,
         layer_row_s_per_value={k: row for k in DEFAULT_SAVED}, saved_values_per_row=dict(DEFAULT_SAVED),
+        saved_halo_values_per_row=dict(DEFAULT_SAVED_HALO),
         source=f"given: {flops:.3g} FLOP/s, {bw / 1e9:.0f} GB/s memory, {link_gbps:g} Gbit/s link")
 
 

@@ -34,7 +34,10 @@ Memory (bytes, the largest worker): the runtime (``runtime_bytes``), the graph's
 and features (every worker holds them), the chunk operators it owns, parameters with
 their gradient and Adam state, and activations: single and graph mode keep what
 autograd saves for L layers (``saved_values_per_row``, counted exactly by the
-calibration) over their rows (graph: own + halo); a stage keeps ``B_l`` and ``G_l``
+calibration) per own row, plus what they keep per halo row
+(``saved_halo_values_per_row``: the dropout mask of the halo rows, or the rows
+themselves where a layer keeps its input; graph mode's parts and every chunk of a
+stage read halo rows); a stage keeps ``B_l`` and ``G_l``
 (and the snapshot when R > 1) over its way's rows for each buffered layer, ``h0``
 (GCNII) and its gradient, and the saved values of every chunk between its forward and
 its backward; plus :data:`TRANSIENT_ROWS` rows of width H in flight.
@@ -323,9 +326,10 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
             cut = g.cut(workers)
             q = max(range(workers), key=lambda i: cut.part_rows[i] + cut.halo_rows[i])
             own, local, edges = cut.part_rows[q], cut.part_rows[q] + cut.halo_rows[q], cut.part_in_edges[q]
-        acts = sum(saved * own * m.dims[l] * _E for l in range(1, L + 1))
-        if mode == "graph":
-            acts += sum(local * m.dims[l - 1] * _E for l in range(2, L + 1))
+        # Per layer: what it keeps per own row, and per halo row (graph mode's layers
+        # read halo rows: their dropout mask, or the rows themselves for some kinds).
+        halo_saved = p.saved_halo(m.kind) * (local - own)
+        acts = sum((saved * own * m.dims[l] + halo_saved * m.dims[l - 1]) * _E for l in range(1, L + 1))
         peak = (base + _ops_bytes(edges, local) + _PARAM_BYTES * m.num_params + _encode_bytes(p, m, g, local)
                 + acts + TRANSIENT_ROWS * local * H * _E)
         return int(peak)
@@ -334,11 +338,15 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
     own_rows = n / ways
     rows = n if ways == 1 else own_rows + way_halo_rows / ways
     big = max(cut.part_rows[k] + cut.halo_rows[k] for k in range(cut.num_parts))
+    # Every chunk of a way keeps its layers' saved values of its halo rows too, from its
+    # forward to its backward (its dropout masks cover them: 3.4x the own rows at C = 8
+    # on the 200k systems graph).
+    halo_saved = p.saved_halo(m.kind) * cut.M / ways
     ops = _ops_bytes(g.num_edges / ways, rows)
     best = 0.0
     for s, (a, b) in enumerate(_ranges(split)):
         bufs = sum(copies * rows * m.dims[l - 1] * _E for l in range(max(a, 2), b + 1))
-        acts = sum(saved * own_rows * m.dims[l] * _E for l in range(a, b + 1))
+        acts = sum((saved * own_rows * m.dims[l] + halo_saved * m.dims[l - 1]) * _E for l in range(a, b + 1))
         h0 = 2.0 * rows * m.h0_dim * _E if m.needs_h0 else 0.0
         extra = _encode_bytes(p, m, g, rows) if s == 0 else 0.0
         if s == stages - 1:

@@ -211,7 +211,9 @@ class HardwareProfile:
     input projection with its dropout; ``sparse_encode_s_per_nnz_col`` the CSR one;
     ``call_overhead_s`` fixed cost of one layer call on a chunk (forward + backward);
     ``saved_values_per_row`` values an autograd forward keeps per (row x width), by
-    model kind; ``runtime_bytes`` a worker's memory before any graph data (CPU: the
+    model kind; ``saved_halo_values_per_row`` what it keeps besides per (halo row x
+    width) of a chunk or part (the input dropout's mask of the halo rows, and the
+    input rows where a layer keeps them); ``runtime_bytes`` a worker's memory before any graph data (CPU: the
     process with torch loaded; CUDA: the allocator's count, 0); ``device_memory_bytes``
     the device's memory, split evenly between the workers of a node when
     ``shared_memory`` (CPU: the node's RAM); ``link_bytes_per_s`` / ``link_latency_s`` between workers.
@@ -235,6 +237,7 @@ class HardwareProfile:
     mask_apply_s_per_value: float = 0.0
     layer_row_s_per_value: dict[str, float] = field(default_factory=dict)
     saved_values_per_row: dict[str, float] = field(default_factory=dict)
+    saved_halo_values_per_row: dict[str, float] = field(default_factory=dict)
     shared_memory: bool = False
     source: str = "measured"
 
@@ -245,6 +248,11 @@ class HardwareProfile:
     def saved(self, model: str) -> float:
         """Values autograd keeps per (row x width) of one layer of ``model``."""
         return self.saved_values_per_row.get(model, 6.0)
+
+    def saved_halo(self, model: str) -> float:
+        """Values autograd keeps per (halo row x width) of one layer of ``model``
+        (0.25: a dropout mask's byte, where a profile does not say)."""
+        return self.saved_halo_values_per_row.get(model, 0.25)
 
     def with_overrides(self, **kw: Any) -> "HardwareProfile":
         """A copy with the given fields replaced (None values ignored); marked ``given``."""

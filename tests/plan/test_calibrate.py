@@ -19,3 +19,25 @@ def test_min_time_keeps_the_fastest_repeat_after_an_untimed_warm_up():
     t = min_time_s(fn, repeats=3)
     assert len(calls) == 4
     assert 0.005 <= t < 0.05
+
+
+def test_saved_values_of_halo_rows_are_counted_on_a_chunk_with_halo():
+    """A GCN layer keeps of its halo rows only their dropout mask (one byte a value:
+    0.25 of a float); GraphSAGE keeps the dropped input too (its own rows are a view
+    of it): 1.25. Per own row both keep the same as on a whole graph (parameters are
+    not counted: they are not per row)."""
+    import torch
+
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.plan.calibrate import _layer_figures, _plan, _saved_halo_values
+
+    plan = _plan(2000, 8.0)
+    ops = ChunkOps.build(plan)
+    cpu = torch.device("cpu")
+    got = {}
+    for kind in ("gcn", "sage"):
+        own = _layer_figures(kind, 16, ops, plan.num_own, cpu)[1]
+        got[kind] = (own, _saved_halo_values(kind, 16, own, cpu))
+    # GCN: the mask (1 byte), the aggregate and the ReLU output (4 bytes each) per own value.
+    assert got["gcn"][0] == 2.25 and got["gcn"][1] == 0.25
+    assert got["sage"][1] == 1.25

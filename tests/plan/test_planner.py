@@ -154,3 +154,34 @@ def test_a_stale_sensitive_model_is_planned_at_one_chunk_per_stage_and_way(graph
     given = make_plan(stats, _shape(stats, layers=32, model="gcn"), _profile(), workers=2, chunks=8,
                       modes=("pipeline",))
     assert {c.chunks for c in given.candidates} == {8}
+
+
+@pytest.mark.parametrize("mode,workers,chunks", [("graph", 2, 2), ("pipeline", 2, 8), ("hybrid", 2, 8)])
+def test_predicted_memory_counts_what_layers_keep_of_their_halo_rows(graph, mode, workers, chunks):
+    """A part (graph mode) or every chunk of a stage reads halo rows and its layers keep
+    their dropout mask (or the rows): the prediction grows by exactly saved_halo x the
+    halo rows x the input width of each layer of the largest worker, here an exact
+    partition's M (chunks) or the largest part's halo."""
+    from dataclasses import replace
+
+    from gnnpipe.plan.costs import predict_memory
+
+    stats = graph_stats(graph)
+    shape = _shape(stats, layers=4, model="gcn")
+    ways = 2 if mode == "hybrid" else 1
+    stages = workers // ways
+    split = (shape.layers,) if stages == 1 else (shape.layers // 2, shape.layers - shape.layers // 2)
+    kw = dict(mode=mode, workers=workers, ways=ways, stages=stages, chunks=chunks, split=split,
+              way_halo_rows=stats.cut(ways).M if ways > 1 else 0.0)
+    base = _profile()
+    none = predict_memory(replace(base, saved_halo_values_per_row={"gcn": 0.0}), shape, stats, **kw)
+    one = predict_memory(replace(base, saved_halo_values_per_row={"gcn": 1.0}), shape, stats, **kw)
+    if mode == "graph":
+        cut = stats.cut(workers)
+        q = max(range(workers), key=lambda i: cut.part_rows[i] + cut.halo_rows[i])
+        halo, layers = cut.halo_rows[q], range(1, shape.layers + 1)
+    else:
+        # The first stage holds the widest layer input (the features, 64 here).
+        halo, layers = stats.cut(chunks).M / ways, range(1, split[0] + 1)
+    assert halo > 0 and shape.dims[0] != shape.dims[1]
+    assert one - none == pytest.approx(sum(halo * shape.dims[l - 1] * 4 for l in layers), abs=2)
