@@ -21,6 +21,13 @@ first epoch) and the copy is one pass over the saved bytes. Measured there (one 
 each): peak 7.72 / 7.50 -> 7.07 / 7.40 GiB per worker, epoch 18.9 -> 18.5 s; the
 resident set of a stage no longer grows from its first epoch's forward to its second.
 
+A key's first round grows its segments geometrically (a new one as large as all before
+it, at least :data:`MIN_SEGMENT_BYTES`); at its next ``begin`` a key that needed more
+than one segment gets one segment of exactly what the round used, which the same
+sequence of sizes fills again from then on. So the arena holds what the chunks save
+and no more from the second epoch on (at most twice that in the first), which
+matters on a GPU, where a segment is device memory whether touched or not.
+
 A chunk's slots are reused when its next forward begins: its backward of the previous
 epoch is done by then in the synchronous schedule. With the cross-epoch overlap a
 chunk's forward of epoch e + 1 runs before its backward of epoch e, so slots are kept
@@ -32,10 +39,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["SavedArena", "movable", "SEGMENT_BYTES", "MIN_BYTES", "ALIGN"]
+__all__ = ["SavedArena", "movable", "MIN_SEGMENT_BYTES", "MIN_BYTES", "ALIGN"]
 
-#: Bytes of one segment (a larger request gets a segment of its own size).
-SEGMENT_BYTES = 128 << 20
+#: The smallest segment (the first of a key; later ones double the key's total).
+MIN_SEGMENT_BYTES = 1 << 20
 #: Saved tensors smaller than this stay where they are (weights, statistics, and the
 #: small blocks a heap reuses well): on BlogCatalog at C = 8 (saved tensors of 0.26 and
 #: 0.45 MB) moving them cost 1.5 % of the epoch (bench/results/memory_200k/README.md).
@@ -51,7 +58,10 @@ class _Slots:
         self.segments: list[Tensor] = []
         self.used: list[int] = []
 
-    def reset(self) -> None:
+    def reset(self, device: torch.device) -> None:
+        """Free every slot; one exact segment instead of several (module docstring)."""
+        if len(self.segments) > 1:
+            self.segments = [torch.empty(sum(self.used), dtype=torch.uint8, device=device)]
         self.used = [0] * len(self.segments)
 
 
@@ -60,14 +70,16 @@ class SavedArena:
 
     ``begin(key)`` before a chunk's forward frees that key's slots (its previous
     backward is done); ``place(key, t)`` returns a copy of ``t`` in a slot, first fit
-    over the key's segments, a new segment when none has room."""
+    over the key's segments, a new segment when none has room.
+
+    Shapes: segments uint8 [bytes]; a slot is a view of one, of the placed shape."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._slots: dict[object, _Slots] = {}
 
     def begin(self, key: object) -> None:
-        self._slots.setdefault(key, _Slots()).reset()
+        self._slots.setdefault(key, _Slots()).reset(self.device)
 
     def place(self, key: object, t: Tensor) -> Tensor:
         """A contiguous copy of ``t`` in ``key``'s segments.
@@ -80,7 +92,8 @@ class SavedArena:
             if seg.numel() - slots.used[i] >= size:
                 break
         else:
-            slots.segments.append(torch.empty(max(size, SEGMENT_BYTES), dtype=torch.uint8, device=self.device))
+            grow = max(size, sum(seg.numel() for seg in slots.segments), MIN_SEGMENT_BYTES)
+            slots.segments.append(torch.empty(grow, dtype=torch.uint8, device=self.device))
             slots.used.append(0)
             i = len(slots.segments) - 1
         off = slots.used[i]

@@ -27,24 +27,29 @@ def test_place_copies_values_dtype_and_shape_and_detaches_from_the_original():
     assert all((g.data_ptr() - base) % ALIGN == 0 for g in got)
 
 
-def test_slots_are_reused_at_the_same_offsets_after_begin_and_keys_are_apart(monkeypatch):
-    monkeypatch.setattr(saved_arena, "SEGMENT_BYTES", 1024)
+def test_a_key_grows_geometrically_then_holds_one_exact_segment_reused_at_the_same_offsets(monkeypatch):
+    monkeypatch.setattr(saved_arena, "MIN_SEGMENT_BYTES", 1024)
     arena = SavedArena(torch.device("cpu"))
     sizes = [(40, 4), (100, 2), (10, 1), (300, 1)]  # 640, 800, 40, 1200 bytes of float32
 
     def epoch(key):
         arena.begin(key)
-        return [arena.place(key, torch.randn(*s)).data_ptr() for s in sizes]
+        placed = [arena.place(key, torch.randn(*s)) for s in sizes]
+        return [t.data_ptr() for t in placed]
 
-    first = epoch("a")
-    held = arena.reserved_bytes
-    # 640 + 800 do not share a 1024-byte segment; 40 fits after the 640 (first fit);
-    # 1200 gets a segment of its own size.
-    assert [seg.numel() for seg in arena._slots["a"].segments] == [1024, 1024, 1216]
-    assert epoch("a") == first and arena.reserved_bytes == held  # the next epoch: same slots
+    epoch("a")
+    # 640 in the first segment (1024); 800 does not fit there: a second as large as all
+    # before (1024); 40 fits after the 640 (first fit); 1200 (1216 aligned) fits in
+    # neither: a third of max(1216, 2048).
+    assert [seg.numel() for seg in arena._slots["a"].segments] == [1024, 1024, 2048]
+    second = epoch("a")
+    # The next round: one segment of exactly what the first used, filled in order.
+    assert [seg.numel() for seg in arena._slots["a"].segments] == [640 + 832 + 64 + 1216]
+    assert epoch("a") == second and arena.reserved_bytes == 2752  # from then on: the same slots
     other = epoch("b")
-    assert not set(other) & set(first)  # another key (chunk, parity) has its own segments
-    assert arena.reserved_bytes == 2 * held
+    assert not set(other) & set(second)  # another key (chunk, parity) has its own segments
+    epoch("b")
+    assert arena.reserved_bytes == 2 * 2752
 
 
 def test_only_large_non_parameter_tensors_move():
