@@ -18,13 +18,13 @@ chunk's saved tensors have the same sizes every epoch), and the original is free
 while the layer's other temporaries still are. The heap then holds only temporaries,
 which the next chunk reuses; the segments are allocated once (first touch in the
 first epoch) and the copy is one pass over the saved bytes. Measured there (one run
-each): peak 7.72 / 7.50 -> 7.07 / 7.40 GiB per worker, epoch 18.9 -> 18.5 s; the
+each): peak 7.72 / 7.50 -> 7.33 / 7.39 GiB per worker, epoch 18.9 -> 17.8 s; the
 resident set of a stage no longer grows from its first epoch's forward to its second.
 
 A key's first round grows its segments geometrically (a new one as large as all before
 it, at least :data:`MIN_SEGMENT_BYTES`); at its next ``begin`` a key that needed more
-than one segment gets one segment of exactly what the round used, which the same
-sequence of sizes fills again from then on. So the arena holds what the chunks save
+than one segment, or less than half of its one, gets one segment of exactly what the
+round used, which the same sequence of sizes fills again from then on. So the arena holds what the chunks save
 and no more from the second epoch on (at most twice that in the first), which
 matters on a GPU, where a segment is device memory whether touched or not.
 
@@ -41,8 +41,11 @@ from torch import Tensor
 
 __all__ = ["SavedArena", "movable", "MIN_SEGMENT_BYTES", "MIN_BYTES", "ALIGN"]
 
-#: The smallest segment (the first of a key; later ones double the key's total).
-MIN_SEGMENT_BYTES = 1 << 20
+#: The smallest segment (the first of a key; later ones double the key's total). Above
+#: glibc's largest heap block (32 MiB), so that a first round's segments are mappings
+#: of their own, not blocks between the temporaries: with 1 MiB the 200k C = 8 peak was
+#: 7.60 / 7.48 GiB against 7.33 / 7.39 (bench/results/memory_200k).
+MIN_SEGMENT_BYTES = 64 << 20
 #: Saved tensors smaller than this stay where they are (weights, statistics, and the
 #: small blocks a heap reuses well): on BlogCatalog at C = 8 (saved tensors of 0.26 and
 #: 0.45 MB) moving them cost 1.5 % of the epoch (bench/results/memory_200k/README.md).
@@ -59,9 +62,11 @@ class _Slots:
         self.used: list[int] = []
 
     def reset(self, device: torch.device) -> None:
-        """Free every slot; one exact segment instead of several (module docstring)."""
-        if len(self.segments) > 1:
-            self.segments = [torch.empty(sum(self.used), dtype=torch.uint8, device=device)]
+        """Free every slot; one exact segment instead of several, or of one mostly
+        unused (module docstring)."""
+        used = sum(self.used)
+        if used and (len(self.segments) > 1 or 2 * used < self.segments[0].numel()):
+            self.segments = [torch.empty(used, dtype=torch.uint8, device=device)]
         self.used = [0] * len(self.segments)
 
 

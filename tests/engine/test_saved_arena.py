@@ -50,6 +50,12 @@ def test_a_key_grows_geometrically_then_holds_one_exact_segment_reused_at_the_sa
     assert not set(other) & set(second)  # another key (chunk, parity) has its own segments
     epoch("b")
     assert arena.reserved_bytes == 2 * 2752
+    # A key whose one segment is mostly unused shrinks to what it used.
+    arena.begin("c")
+    arena.place("c", torch.randn(10))
+    assert [seg.numel() for seg in arena._slots["c"].segments] == [1024]
+    arena.begin("c")
+    assert [seg.numel() for seg in arena._slots["c"].segments] == [64]
 
 
 def test_only_large_non_parameter_tensors_move():
