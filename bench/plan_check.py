@@ -47,12 +47,12 @@ LAYOUTS: dict[str, tuple[list[str], dict[str, Any]]] = {
 }
 
 
-def _predict(graph: Any, model: ModelConfig, profile: Any, restrict: dict[str, Any]) -> dict[str, Any]:
-    stats = graph_stats(graph)
+def predicted_layout(stats: Any, model: Any, profile: Any, workers: int, **restrict: Any) -> Any:
+    """The plan's candidate for one layout (``restrict``: make_plan's mode, ways, chunks,
+    ...), at the equal stage split, as a run given that layout trains it."""
     shape = ModelShape.of(model, stats.num_features, stats.num_classes)
-    plan = make_plan(stats, shape, profile, workers=2, **restrict)
-    equal = [c for c in plan.candidates if c.split in ("equal", "-")]
-    return equal[0].as_dict()
+    plan = make_plan(stats, shape, profile, workers=workers, **restrict)
+    return next(c for c in plan.candidates if c.split in ("equal", "-"))
 
 
 def _measure(dataset: str, root: str, flags: list[str], model: ModelConfig, epochs: int) -> dict[str, Any]:
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     for name in args.graphs.split(","):
         graph = load_dataset(name, root=args.data_root)
+        stats = graph_stats(graph)
         x = graph.features
         density = float(getattr(x, "density", 1.0))
         t0 = time.time()
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         results.setdefault(name, {})["calibration"] = {"calibration_s": cal_s, "profile": profile.__dict__}
         for mode in args.modes.split(","):
             flags, restrict = LAYOUTS[mode]
-            pred = _predict(graph, model, profile, restrict)
+            pred = predicted_layout(stats, model, profile, 2, **restrict).as_dict()
             meas = _measure(name, args.data_root, flags, model, args.epochs)
             row: dict[str, Any] = {"predicted": pred, "measured": meas}
             if meas.get("returncode") == 0 and meas["epoch_s"]:

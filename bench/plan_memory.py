@@ -25,10 +25,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.plan_check import predicted_layout  # noqa: E402
 from bench.runner import source_revision  # noqa: E402
 from gnnpipe.config import RunConfig  # noqa: E402
 from gnnpipe.data import load_dataset  # noqa: E402
-from gnnpipe.plan import ModelShape, calibrate, graph_stats, make_plan  # noqa: E402
+from gnnpipe.plan import calibrate, graph_stats  # noqa: E402
 from gnnpipe.plan.inputs import read_profile  # noqa: E402
 from gnnpipe.trainer.machine import load_average  # noqa: E402
 from gnnpipe.trainer.record import machine_info, write_json_atomic  # noqa: E402
@@ -44,17 +45,14 @@ def _records(folders: list[str]) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
-def predict(rec: dict[str, Any], stats: Any, profile: Any) -> dict[str, Any]:
+def predict(cfg: RunConfig, stats: Any, profile: Any) -> dict[str, Any]:
     """The plan's candidate for the record's own layout (the equal stage split)."""
-    cfg = RunConfig.from_dict(rec["config"])
     pc = cfg.parallel
-    shape = ModelShape.of(cfg.model, stats.num_features, stats.num_classes)
     restrict: dict[str, Any] = {"modes": (pc.mode,)}
     if pc.mode in ("pipeline", "hybrid"):
         restrict.update(chunks=pc.chunks, ways=pc.ways)
-    plan = make_plan(stats, shape, profile, workers=pc.workers if pc.mode != "single" else 1,
-                     snapshot_period=pc.snapshot_period, row_masks=pc.dropout_masks == "row", **restrict)
-    c = [c for c in plan.candidates if c.split in ("equal", "-")][0]
+    c = predicted_layout(stats, cfg.model, profile, pc.workers if pc.mode != "single" else 1,
+                         snapshot_period=pc.snapshot_period, row_masks=pc.dropout_masks == "row", **restrict)
     return {"layout": c.label(), "predicted_peak_bytes": int(c.peak_memory_bytes)}
 
 
@@ -80,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             graphs[key] = (stats, profile)
         stats, profile = graphs[key]
         measured = max(int(p["bytes"]) for p in rec["peak_memory_bytes"])
-        row = {"record": str(path), **predict(rec, stats, profile), "measured_peak_bytes": measured}
+        row = {"record": str(path), **predict(cfg, stats, profile), "measured_peak_bytes": measured}
         row["predicted_over_measured"] = row["predicted_peak_bytes"] / measured
         print(f"{path.name}: {row['layout']}: predicted {row['predicted_peak_bytes'] / 2**30:.2f} GiB, "
               f"measured {measured / 2**30:.2f} GiB, ratio {row['predicted_over_measured']:.2f}", flush=True)

@@ -139,21 +139,26 @@ def _saved_bytes(layer: Any, x: torch.Tensor, ops: Any, h0: torch.Tensor | None)
     return sum(seen.values())
 
 
-def _saved_halo_values(kind: str, hidden: int, saved_own: float, dev: torch.device) -> float:
-    """Values one layer of ``kind`` keeps per (halo row x width) beside
-    ``saved_own`` per own row, counted on a chunk with halo rows (chunk 0 of two of a
-    synthetic graph): a layer applies its input dropout to its halo rows too, and keeps
-    that mask (a GCN's 1 byte a value, 0.25 of a float); a layer that keeps its input
-    or a view of it (GraphSAGE's own rows are a view of the dropped input, ResGCN+'s
-    norm saves it) keeps its halo rows as well."""
+def _halo_ops(dev: torch.device) -> Any:
+    """The operators of a chunk with halo rows: chunk 0 of two of a synthetic graph."""
     from gnnpipe.data.synthetic import synthetic_graph
     from gnnpipe.kernels import ChunkOps
-    from gnnpipe.models import build_model
     from gnnpipe.partition import chunk_graph
 
     g = synthetic_graph(num_nodes=2000, num_features=8, avg_degree=8.0, seed=2).remove_self_loops()
-    plan = chunk_graph(g, 2, method="metis", seed=0, cache=False).plans[0]
-    ops = ChunkOps.build(plan, device=dev)
+    return ChunkOps.build(chunk_graph(g, 2, method="metis", seed=0, cache=False).plans[0], device=dev)
+
+
+def _saved_halo_values(kind: str, hidden: int, saved_own: float, ops: Any, dev: torch.device) -> float:
+    """Values one layer of ``kind`` keeps per (halo row x width) beside
+    ``saved_own`` per own row, counted on ``ops``'s chunk (:func:`_halo_ops`): a layer
+    applies its input dropout to its halo rows too, and keeps that mask (a GCN's 1 byte
+    a value, 0.25 of a float); a layer that keeps its input or a view of it
+    (GraphSAGE's own rows are a view of the dropped input, ResGCN+'s norm saves it)
+    keeps its halo rows as well."""
+    from gnnpipe.models import build_model
+
+    plan = ops.plan
     model = build_model({"model": kind, "layers": 3, "hidden": hidden, "dropout": 0.5}, 8, 4).to(dev)
     layer = model.layers[1]
     x = torch.randn(plan.num_local, hidden, device=dev, requires_grad=True)
@@ -275,9 +280,10 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         figures["mask_apply_s_per_value"] = min_time_s(
             lambda: dropout(a, 0.5, True, MaskRows(keep, idx)).backward(g)) / (n * h)
         rows, saved, saved_halo, one_thread = {}, {}, {}, {}
+        halo_ops = _halo_ops(dev)
         for kind in kinds:
             t, saved[kind] = _layer_figures(kind, h, ops, n, dev)
-            saved_halo[kind] = _saved_halo_values(kind, h, saved[kind], dev)
+            saved_halo[kind] = _saved_halo_values(kind, h, saved[kind], halo_ops, dev)
             one_thread[kind] = t
             mm = (2 if kind in ("sage", "resgcn+") else 1) * 2.0 * n * h * h * figures["matmul_s_per_flop"]
             agg = e * h * figures["aggregate_s_per_edge_row"]

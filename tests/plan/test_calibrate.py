@@ -29,15 +29,16 @@ def test_saved_values_of_halo_rows_are_counted_on_a_chunk_with_halo():
     import torch
 
     from gnnpipe.kernels import ChunkOps
-    from gnnpipe.plan.calibrate import _layer_figures, _plan, _saved_halo_values
+    from gnnpipe.plan.calibrate import _halo_ops, _layer_figures, _plan, _saved_halo_values
 
     plan = _plan(2000, 8.0)
     ops = ChunkOps.build(plan)
     cpu = torch.device("cpu")
+    halo_ops = _halo_ops(cpu)
     got = {}
     for kind in ("gcn", "sage"):
         own = _layer_figures(kind, 16, ops, plan.num_own, cpu)[1]
-        got[kind] = (own, _saved_halo_values(kind, 16, own, cpu))
+        got[kind] = (own, _saved_halo_values(kind, 16, own, halo_ops, cpu))
     # GCN: the mask (1 byte), the aggregate and the ReLU output (4 bytes each) per own value.
     assert got["gcn"][0] == 2.25 and got["gcn"][1] == 0.25
     assert got["sage"][1] == 1.25
