@@ -14,9 +14,11 @@ One row per dataset and model (GCNII and ResGCN+, the deep models the suite is a
 first; then GCN and GraphSAGE): test accuracy of single mode (the exact reference),
 pipeline and hybrid, the pipeline's gap to single mode, the pipeline's epoch time as a
 ratio to single mode, and the measured training bytes per epoch of pipeline and hybrid.
-The paper suite has no graph-mode run; its hybrid layout (W=2 ways of S=1 stage) is
-graph parallelism's layout, so the hybrid bytes stand for graph mode's, and the table
-says so rather than naming a graph-mode figure it does not have.
+The paper suite has no graph-mode run; its hybrid (W=2 ways of S=1 stage) crosses
+graph parallelism's cut, so the hybrid bytes stand for graph mode's, and the text says
+so rather than naming a graph-mode figure it does not have. Layouts and techniques are
+named per model where the models differ (a stale-sensitive GCN/GraphSAGE is pipelined
+at C = S x W and R = 1, the other models at C = 4 S x W and R = 23).
 """
 
 from __future__ import annotations
@@ -95,8 +97,42 @@ def headline_table(rows: list[Row]) -> list[str]:
                    "hybrid MB / epoch"], lines)
 
 
-def _layouts(rows: list[Row], mode: str) -> str:
-    return _one(r.runs[0]["layout"] for r in rows if r.mode == mode) or "-"
+def _by_model(rows: list[Row], mode: str, key: Any) -> list[tuple[Any, list[str]]]:
+    """``key(row)`` for the ``mode`` rows, each distinct value with the models that have
+    it, in headline order: the suite may give different models different layouts or
+    techniques (a stale-sensitive GCN/GraphSAGE runs at C = S x W and R = 1)."""
+    groups: dict[Any, list[str]] = {}
+    for group in headline_groups(rows):
+        row = group.get(mode)
+        if row is not None:
+            names = groups.setdefault(key(row), [])
+            if _model_name(row) not in names:
+                names.append(_model_name(row))
+    return list(groups.items())
+
+
+def _joined(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _for_models(parts: list[tuple[str, list[str]]]) -> str:
+    """``text`` alone when every model has it, else ``A and B: text`` per value."""
+    if len(parts) == 1:
+        return parts[0][0]
+    return "; ".join(f"{_joined(names)}: {text}" for text, names in parts)
+
+
+def _hybrid_text(row: Row) -> str:
+    """What a hybrid row's layout is in graph parallelism's terms."""
+    point, chunks = row.point, row.runs[0].get("chunks")
+    if point.get("workers") != point.get("ways"):
+        return row.runs[0]["layout"]
+    if chunks in (None, point.get("ways")):
+        return (f"{row.runs[0]['layout']}, graph parallelism's layout (every halo read fresh; the suite has no "
+                "graph-mode run, so these hybrid bytes stand for graph mode's)")
+    return (f"{row.runs[0]['layout']}, one stage per way: its halo rows cross graph parallelism's cut, so the "
+            "hybrid bytes stand for graph mode's, while within a way the chunks after the current one are read "
+            "from history")
 
 
 def bytes_match_prediction(records: Iterable[dict[str, Any]]) -> tuple[int, int]:
@@ -135,21 +171,13 @@ def method_text(rows: list[Row], records: list[dict[str, Any]]) -> str:
     """What the table's figures are and how they were computed."""
     seeds = sorted({s for r in rows for s in r.seeds})
     monitor = _one(rec["config"]["train"].get("monitor") for rec in records)
-    hybrids = [r for r in rows if r.mode == "hybrid"]
-    # S = 1: the ways are graph parallelism's workers; with C = W, its layout exactly.
-    one_stage = bool(hybrids) and all(r.point.get("workers") == r.point.get("ways") for r in hybrids)
-    graph_layout = one_stage and all(r.runs[0].get("chunks") in (None, r.point.get("ways")) for r in hybrids)
     matched, predicted = bytes_match_prediction(records)
     return (f"Test accuracy at the best validation epoch (monitor {monitor}), mean ± sample standard deviation "
             f"over seeds {', '.join(map(str, seeds))} (those with a record); a figure without ± comes from one "
-            "seed or is the same for every seed. Pipeline "
-            f"is {_layouts(rows, 'pipeline')}, hybrid {_layouts(rows, 'hybrid')}"
-            + (", which is graph parallelism's layout: the suite has no graph-mode run, so the hybrid bytes "
-               "stand for graph mode's." if graph_layout else
-               ", one stage per way: its halo rows cross graph parallelism's cut, so the hybrid bytes stand for "
-               "graph mode's, while within a way the chunks after the current one are read from history."
-               if one_stage else ".")
-            + " The gap is the pipeline mean minus the single-mode mean; the epoch time (after the warm-up "
+            "seed or is the same for every seed. Pipeline layout: "
+            f"{_for_models(_by_model(rows, 'pipeline', lambda r: r.runs[0]['layout'])) or '-'}. Hybrid layout: "
+            f"{_for_models(_by_model(rows, 'hybrid', _hybrid_text)) or '-'}."
+            " The gap is the pipeline mean minus the single-mode mean; the epoch time (after the warm-up "
             "epochs, evaluation excluded) is the ratio of the seed means; bytes are the payload of the training "
             "kinds per epoch summed over workers, as the communicator counted them"
             + (f", equal to the DESIGN.md 7 prediction at every epoch in {matched} of the {predicted} runs that "
@@ -177,20 +205,16 @@ def budget_text(rows: list[Row], records: list[dict[str, Any]]) -> str:
         text += (f"Up to {train['epochs']} epochs with patience: the best epoch is the last epoch run in only "
                  f"{best_last} of the {len(runs)} runs (still improving when the budget ended) and {stopped} stopped "
                  "early on patience, so most runs had stopped improving before the budget ended.")
-    return text + _techniques_text(records)
+    return text + _techniques_text(rows)
 
 
-def _techniques_text(records: list[dict[str, Any]]) -> str:
-    """The pipeline runs' techniques, from their config (a default may have changed since)."""
-    piped = [rec["config"]["parallel"] for rec in records if rec["config"]["parallel"]["mode"] == "pipeline"]
-    if not piped:
+def _techniques_text(rows: list[Row]) -> str:
+    """The pipeline runs' techniques, from their config (a default may have changed
+    since), per model where the models differ."""
+    parts = _by_model(rows, "pipeline", lambda r: technique_text(r.runs[0]["techniques"]))
+    if not parts:
         return ""
-    keys = ("shuffle", "snapshot_period", "unbiased_scale", "history_init")
-    values = {k: {p.get(k) for p in piped} for k in keys}
-    if any(len(v) != 1 for v in values.values()):
-        return " The pipeline runs differ in their techniques (see the report)."
-    return (" Pipeline techniques (the records' config): "
-            f"{technique_text({k: v.pop() for k, v in values.items()})}.")
+    return f" Pipeline techniques (the records' config): {_for_models(parts)}."
 
 
 def headline(suite_dir: Path = PAPER_DIR, plot: tuple[str, str] | None = PLOT, root: Path = REPO) -> str:

@@ -43,8 +43,9 @@ def _values(mode: str, model: str, seed: int) -> dict[str, float]:
             "bytes": 0 if mode == "single" else (2_000_000 if mode == "pipeline" else 30_000_000 + 1_000_000 * seed)}
 
 
-def _record(mode: str, model: str, seed: int) -> dict:
-    """A record with the keys the trainer writes and the report reads."""
+def _record(mode: str, model: str, seed: int, parallel: dict | None = None) -> dict:
+    """A record with the keys the trainer writes and the report reads (``parallel``
+    overrides its parallel settings)."""
     v = _values(mode, model, seed)
     kinds = {"pipeline": "stage_activations", "hybrid": "halo_rows"}
     sent = {"stage_activations": 0, "stage_gradients": 0, "halo_rows": 0, "halo_gradients": 0,
@@ -61,7 +62,8 @@ def _record(mode: str, model: str, seed: int) -> dict:
             "config": {"data": {"dataset": "toy"}, "model": {"model": model, "layers": 8, "hidden": 16, "dropout": 0.5},
                        "train": {**TRAIN, "seed": seed},
                        "parallel": {"mode": mode, "workers": workers, "ways": ways, "chunks": 4, "shuffle": True,
-                                    "snapshot_period": DEFAULT_R, "unbiased_scale": False, "history_init": "exact"}},
+                                    "snapshot_period": DEFAULT_R, "unbiased_scale": False, "history_init": "exact",
+                                    **(parallel or {})}},
             "best": {"epoch": EPOCHS if seed else 4, "test_acc": v["test_acc"]},
             "summary": {"epochs_run": EPOCHS, "stopped_early": False, "mean_epoch_time_s": v["epoch_s"],
                         "mean_epoch_time_skipped_epochs": 2},
@@ -70,10 +72,11 @@ def _record(mode: str, model: str, seed: int) -> dict:
             "extra": {"stages": 1 if mode != "pipeline" else 2}, "wall_time_s": 1.0}
 
 
-def _suite_dir(tmp_path: Path) -> Path:
+def _suite_dir(tmp_path: Path, gcn_parallel: dict | None = None) -> Path:
     """A suite folder as ``python -m bench run`` leaves it: a manifest and one record
     per run, named by the hash of its point. GCN comes first in the suite; the headline
-    must still put GCNII first."""
+    must still put GCNII first. ``gcn_parallel`` gives GCN's pipelined runs other
+    parallel settings (in their points and records alike)."""
     d = tmp_path / "results" / "toy"
     d.mkdir(parents=True)
     runs = []
@@ -83,11 +86,13 @@ def _suite_dir(tmp_path: Path) -> Path:
                 point = {"dataset": "toy", "model": model, "layers": 8, "hidden": 16, **TRAIN, "mode": mode, "seed": seed}
                 if mode != "single":
                     point |= {"workers": 2, "chunks": 4, **({"ways": 2} if mode == "hybrid" else {})}
+                own = gcn_parallel if model == "gcn" and mode != "single" else None
+                point |= own or {}
                 name = run_name(point)
                 runs.append({"name": name, "label": f"{model} {mode} seed={seed}", "grid": mode, "tags": {},
                              "status": "ok", "point": point, "wall_s": 1.0,
                              "load_average_before": [0.5 + seed, 0, 0], "load_average_after": [1.25 + seed, 0, 0]})
-                write_json(d / f"{name}.json", _record(mode, model, seed))
+                write_json(d / f"{name}.json", _record(mode, model, seed, own))
     write_json(d / "manifest.json", {"suite": "toy", "file": "toy.toml", "description": "a toy suite", "notes": "",
                                      "machine": MACHINE, "varied": ["model"], "grid_names": [], "runs": runs})
     (d / "val_toy_gcnii.png").write_bytes(b"\x89PNG\r\n\x1a\n")
@@ -173,3 +178,16 @@ def test_write_readme_replaces_only_the_block(tmp_path):
     readme.write_text("no markers\n", encoding="utf-8")
     with pytest.raises(ValueError, match="markers"):
         H.write_readme("new", readme)
+
+
+def test_layouts_and_techniques_are_named_per_model_where_they_differ(tmp_path):
+    """A stale-sensitive GCN runs pipelined at C = S and R = 1 and its hybrid at C = W
+    (graph parallelism's layout) while GCNII keeps C = 4: the text gives each model its
+    own layout and techniques instead of one merged string."""
+    d = _suite_dir(tmp_path, gcn_parallel={"chunks": 2, "snapshot_period": 1})
+    text = " ".join(H.headline(d, plot=("toy", "gcnii"), root=tmp_path).split())
+    assert "Pipeline layout: GCNII-8: S=2 C=4; GCN-8: S=2 C=2." in text
+    assert "Hybrid layout: GCNII-8: W=2 S=1 C=4, one stage per way" in text
+    assert "read from history; GCN-8: W=2 S=1 C=2, graph parallelism's layout (every halo read fresh" in text
+    assert f"GCNII-8: shuffle on, R={DEFAULT_R}, unbiased off, history exact; " in text
+    assert "GCN-8: shuffle on, R=1, unbiased off, history exact." in text
