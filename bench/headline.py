@@ -231,8 +231,9 @@ def headline(suite_dir: Path = PAPER_DIR, plot: tuple[str, str] | None = PLOT, r
            *headline_table(rows), "",
            _paragraph(method_text(rows, records)), "",
            _paragraph(f"Machine (the records' `machine` field): {machine_text(records)}. 1-minute load average "
-                      f"before/after the runs: {_load_range(manifest['runs'])} (other jobs shared the machine, so "
-                      "times are upper bounds)."), "",
+                      f"before/after the runs: {_load_range(manifest['runs'])} (a run's own processes count in it; "
+                      "where it exceeds the usable cores, other work shared the machine and times are upper "
+                      "bounds)."), "",
            _paragraph(budget_text(rows, records))]
     if plot is not None:
         file = suite_dir / f"val_{_slug(*plot)}.png"
