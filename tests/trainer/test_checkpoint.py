@@ -218,9 +218,11 @@ def test_a_run_interrupted_by_ctrl_c_and_resumed_equals_the_uninterrupted_one(mo
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GNNPIPE_CACHE_DIR": str(tmp_path / "cache"),
            "GNNPIPE_TEST_FAIL_RANK": "0", "GNNPIPE_TEST_FAIL_EPOCH": "5", "GNNPIPE_TEST_FAIL_HOW": "compute",
            "GNNPIPE_TEST_FAIL_SECONDS": "30", "GNNPIPE_TEST_FAIL_MARK": str(mark)}
+    # SIGINT at its default in the child whatever this process inherited: a shell starts
+    # background jobs with SIGINT ignored, and Python then keeps it ignored.
     proc = subprocess.Popen([sys.executable, "-m", "gnnpipe.train", *args, "--checkpoint-dir", "B", "--json-out",
                              "b.json"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
