@@ -11,7 +11,9 @@ also applies dropout to its whole input, own and halo rows: ``dropout_chunks`` t
 (forward and backward) over the C chunks' local rows, each drawing its own mask (the
 stage until the masks change), ``dropout_shared`` one mask drawn over the N rows and
 applied to each chunk's rows of it (:mod:`gnnpipe.models.masks`, the stage now), and
-``dropout_once`` over the N rows once, as single mode does (all outside the share). On a dense graph a chunk's halo is
+``dropout_once`` over the N rows once, as single mode does (all outside the share);
+``draw_chunks_8bit`` / ``draw_chunks_16bit`` the mask draw alone over the chunks' local
+rows at p = 0.5 with 8-bit lanes (what dropout uses for such p) and with 16-bit ones. On a dense graph a chunk's halo is
 most of N, so the copies move several times N rows per layer. This times each of these
 kernels alone, one thread, summed over the C chunks of a METIS partition, median of
 ``--repeats``; the ``copies`` share is (gather + mask + scatter) over all six.
@@ -39,7 +41,7 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     Shapes: B, G [N, hidden]; per chunk h_local [n_local, hidden], out [n_own, hidden]."""
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.layers import dropout
-    from gnnpipe.models.masks import EpochMasks
+    from gnnpipe.models.masks import EpochMasks, draw_keep
     from gnnpipe.partition import chunk_graph
 
     plans = chunk_graph(graph, num_chunks).plans
@@ -88,9 +90,13 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     dropout_chunks = median_time_s(lambda: dropout_fb(h_local), repeats)
     dropout_shared = median_time_s(dropout_shared_fb, repeats)
     dropout_once = median_time_s(lambda: dropout_fb([B.clone().requires_grad_()]), repeats)
+    # The mask draw alone over the chunks' local rows at p = 0.5, with the 8-bit lanes
+    # dropout uses for such p and with the 16-bit lanes of any other p.
+    draw = {f"draw_chunks_{b}bit_s": median_time_s(
+        lambda b=b: [draw_keep((len(ids), hidden), 0.5, bits=b) for ids in local_ids], repeats) for b in (8, 16)}
     copies = seconds["gather"] + seconds["mask_stale"] + seconds["scatter"]
     return {"mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks, "dropout_shared_s": dropout_shared,
-            "dropout_once_s": dropout_once, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
+            "dropout_once_s": dropout_once, **draw, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
             "local_rows_over_n": sum(len(i) for i in local_ids) / n,
             "halo_rows_over_n": sum(len(h) for h in halo_ids) / n,
             "seconds_per_layer": seconds, "copies_share": copies / sum(seconds.values())}
@@ -118,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{1e3 * results[-1]['mask_stale_where_s']:.1f} ms; dropout over the chunks' local rows "
               f"{1e3 * results[-1]['dropout_chunks_s']:.1f} ms, one mask applied to them "
               f"{1e3 * results[-1]['dropout_shared_s']:.1f} ms, over the N rows once "
-              f"{1e3 * results[-1]['dropout_once_s']:.1f} ms", flush=True)
+              f"{1e3 * results[-1]['dropout_once_s']:.1f} ms; mask draw over the chunks' local rows, 8-bit "
+              f"lanes {1e3 * results[-1]['draw_chunks_8bit_s']:.1f} ms, 16-bit "
+              f"{1e3 * results[-1]['draw_chunks_16bit_s']:.1f} ms", flush=True)
     write_measurement(
         args,
         "seconds per layer of a pipeline stage's per-chunk kernels, summed over the C chunks, one thread, "

@@ -90,7 +90,7 @@ class EpochState:
         h0: stage 0's :class:`Encoded` ``encode(X)`` of every row (made by the stage's
             ``begin_epoch``).
         drift: 1-based layer -> [sum of squared (fresh - historical), sum of squared
-            fresh] over the sampled rows (:meth:`gnnpipe.engine.stage.Stage.forward`),
+            fresh] over the sampled rows (:meth:`add_drift`, called by the stage's forward),
             a tensor [2] on the device, read once at the end of the epoch.
         epoch: the epoch's index (the chunk orders' and the dropout masks' key).
         masks: the epoch's dropout masks (:class:`gnnpipe.models.masks.EpochMasks`),
@@ -135,3 +135,23 @@ class EpochState:
     stash: dict[str, Tensor] | None = None
     h0_ahead: Encoded | None = None
     history: dict[int, Tensor] | None = None
+
+    def add_drift(self, l: int, fresh: Tensor, old: Tensor) -> None:
+        """Add layer ``l``'s drift terms of some rows: ``fresh`` the values a chunk
+        writes now, ``old`` what the buffer held for those rows, which every stale read
+        of them this epoch saw (a measure of how far stale reads are from fresh ones,
+        reported per layer and epoch as ``history_drift``).
+
+        Shapes: fresh, old [m, d_l]."""
+        sums = torch.stack([(fresh - old).square().sum(), fresh.square().sum()])
+        self.drift[l] = self.drift[l] + sums if l in self.drift else sums
+
+    def drift_sums(self, num_layers: int) -> tuple[float, ...]:
+        """``(num_1, den_1, ..., num_L, den_L)``: the epoch's drift sums for every layer
+        of the model (zeros for layers without any), one device read."""
+        out = [0.0] * (2 * num_layers)
+        if self.drift:
+            layers = sorted(self.drift)
+            for l, (num, den) in zip(layers, torch.stack([self.drift[l] for l in layers]).tolist()):
+                out[2 * (l - 1)], out[2 * (l - 1) + 1] = num, den
+        return tuple(out)

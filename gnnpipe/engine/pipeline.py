@@ -148,7 +148,7 @@ class StageRunner:
         return EpochStats(loss=loss, bytes_sent=self.comm.take_counters(),
                           compute_s=max(0.0, wall - timer.comm_s - timer.bubble),
                           comm_wait_s=timer.comm_s, bubble_s=timer.bubble,
-                          history_drift=st.drift_sums(state, len(st.model.layers)))
+                          history_drift=state.drift_sums(len(st.model.layers)))
 
     def end_training(self) -> None:
         """Settle a next epoch begun at the last turn that will not run (early stopping,

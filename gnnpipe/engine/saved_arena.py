@@ -107,6 +107,23 @@ class SavedArena:
         return view.copy_(t)
 
     @property
+    def adopt(self, key: object, holders: list[list[Tensor]], out: Tensor) -> None:
+        """Move what a layer just saved (``holders``: one-element lists, as the stage's
+        pack hook keeps them) into the slots of ``key``, so that the originals are freed
+        with the layer's temporaries. A tensor saved twice is placed once. The output's
+        own storage stays where it is: the next layer's buffer takes it over, or it is
+        the stage's output."""
+        out_ptr = out.untyped_storage().data_ptr()
+        placed: dict[tuple, Tensor] = {}
+        for h in holders:
+            t = h[0]
+            if t.untyped_storage().data_ptr() == out_ptr or not movable(t):
+                continue
+            ident = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+            if ident not in placed:
+                placed[ident] = self.place(key, t)
+            h[0] = placed[ident]
+
     def reserved_bytes(self) -> int:
         """Bytes of every segment held (they stay allocated from epoch to epoch)."""
         return sum(seg.numel() for s in self._slots.values() for seg in s.segments)

@@ -61,7 +61,7 @@ from torch import Tensor
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import Encoded, EpochState
 from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
-from gnnpipe.engine.saved_arena import SavedArena, movable
+from gnnpipe.engine.saved_arena import SavedArena
 from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
                                            unhold)
 from gnnpipe.engine.way_exchange import WayExchange
@@ -335,7 +335,7 @@ class Stage:
             weights = None if stash is None else module_stash(stash, f"layers.{i}")
             with torch.autograd.graph.saved_tensors_hooks(saved_holder(saved), unhold):
                 out = call_with(layer, weights, h_local, ops, h0_k if layer.needs_h0 else None, keep)
-            self._to_arena(arena_key, saved, out)
+            self.arena.adopt(arena_key, saved, out)
             layers.append((l, sink, out))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
@@ -355,22 +355,6 @@ class Stage:
             state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
 
-    def _to_arena(self, key: tuple[int, int], holders: list[list[Tensor]], out: Tensor) -> None:
-        """Move what a layer just saved into the chunk's arena slots, so that the
-        originals are freed with the layer's temporaries (:mod:`saved_arena`). The
-        output's own storage stays: the next layer's buffer takes it over
-        (``share_saved_output``), or it is the stage's output."""
-        out_ptr = out.untyped_storage().data_ptr()
-        placed: dict[tuple, Tensor] = {}
-        for h in holders:
-            t = h[0]
-            if t.untyped_storage().data_ptr() == out_ptr or not movable(t):
-                continue
-            ident = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
-            if ident not in placed:
-                placed[ident] = self.arena.place(key, t)
-            h[0] = placed[ident]
-
     def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> MaskRows | None:
         """The rows ``rows`` (row-space ids, or a slice of them) of slot ``slot``'s
         dropout mask this epoch, gathered where applied; None when the slot has no
@@ -380,27 +364,13 @@ class Stage:
         return MaskRows(st.masks.keep(slot, self.rows.n_rows, width, p), rows)  # type: ignore[union-attr]
 
     def _measure_drift(self, st: EpochState, l: int, own: slice, x_own: Tensor) -> None:
-        """Add chunk rows' drift at layer ``l`` to ``st.drift`` before they are written:
-        ``B_l[own]`` still holds what stale reads of them saw (module docstring).
-
-        Shapes: x_own [num_own, d_l]."""
+        """Layer ``l``'s drift on the first :data:`DRIFT_ROWS` rows of a chunk, taken
+        before they are written: ``B_l[own]`` (or the history) still holds what the
+        epoch's stale reads of them saw (module docstring)."""
         m = min(DRIFT_ROWS, own.stop - own.start)
-        if m == 0:
-            return
-        fresh = x_own[:m].detach()
-        old = (self.B if st.history is None else st.history)[l][own.start:own.start + m]
-        sums = torch.stack([(fresh - old).square().sum(), fresh.square().sum()])
-        st.drift[l] = st.drift[l] + sums if l in st.drift else sums
-
-    def drift_sums(self, st: EpochState, num_layers: int) -> tuple[float, ...]:
-        """``(num_1, den_1, ..., num_L, den_L)``: this rank's drift sums of the epoch for
-        every layer of the model (zeros for layers it does not buffer), one device read."""
-        out = [0.0] * (2 * num_layers)
-        if st.drift:
-            layers = sorted(st.drift)
-            for l, (num, den) in zip(layers, torch.stack([st.drift[l] for l in layers]).tolist()):
-                out[2 * (l - 1)], out[2 * (l - 1) + 1] = num, den
-        return tuple(out)
+        if m:
+            old = (self.B if st.history is None else st.history)[l][own.start:own.start + m]
+            st.add_drift(l, x_own[:m].detach(), old)
 
     def backward(self, st: EpochState, k: int, t: int) -> None:
         """Chunk k back through the stage's layers, one autograd call per layer."""

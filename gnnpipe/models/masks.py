@@ -31,40 +31,58 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["EpochMasks", "MaskRows", "draw_keep", "keep_threshold", "mask_seed"]
+__all__ = ["EpochMasks", "MaskRows", "draw_keep", "keep_threshold", "lane_bits", "mask_seed"]
 
 _MASK64 = (1 << 64) - 1
 
 #: Dropout decides on 16-bit uniform integers: a keep probability is a multiple of
-#: 2^-16 (exact for p = 0.5, 0.25, ...; within 2^-17 of any other p).
+#: 2^-16 (exact for p = 0.5, 0.25, ...; within 2^-17 of any other p). Where ``p`` is a
+#: multiple of 2^-8 (0.5, 0.25, 0.125, ...) 8-bit lanes give the same probability
+#: exactly from half the draws.
 _LEVELS = 1 << 16
+_LEVELS8 = 1 << 8
 
 
-def keep_threshold(p: float) -> int:
-    """The int16 value from which a lane is kept: a lane ``v`` (uniform over the 65,536
-    int16 values) is kept when ``v >= keep_threshold(p)``, with probability
-    ``1 - round(p * 2^16) / 2^16``."""
-    return min(round(p * _LEVELS), _LEVELS - 1) - _LEVELS // 2
+def lane_bits(p: float) -> int:
+    """The width of the uniform lanes ``draw_keep`` compares for ``p``: 8 where ``p``
+    is a multiple of 2^-8 (then exact), else 16."""
+    return 8 if float(p) * _LEVELS8 == round(float(p) * _LEVELS8) else 16
+
+
+def keep_threshold(p: float, bits: int = 16) -> int:
+    """The signed ``bits``-bit lane value from which a lane is kept: a lane ``v``
+    (uniform over the 2^bits values) is kept when ``v >= keep_threshold(p, bits)``,
+    with probability ``1 - round(p * 2^bits) / 2^bits``."""
+    levels = 1 << bits
+    return min(round(p * levels), levels - 1) - levels // 2
 
 
 def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch.Generator | None = None,
-              device: torch.device | str | None = None) -> Tensor:
+              device: torch.device | str | None = None, bits: int | None = None) -> Tensor:
     """A bool keep mask of ``shape``: each entry True with probability ``1 - p`` (``p``
-    rounded to a multiple of 2^-16), independently.
+    rounded to a multiple of 2^-16; exact where it is a multiple of 2^-8), independently.
 
     Why not ``torch.rand(shape) >= p``: a float draw costs one generator call per entry
     and was the largest cost of dropout on the CPU (a pipeline stage draws per layer for
     every row it reads). Here each 64-bit draw (all 64 bits uniform: ``random_`` over
-    the full int64 range) gives four 16-bit lanes, each compared with a threshold
-    (bench/results/chunk_overhead*.json: a stage's per-chunk dropout on BlogCatalog took
-    16.5 ms a layer with ``rand`` and 9.0 ms with this, one thread).
+    the full int64 range) gives four 16-bit lanes, or eight 8-bit lanes where ``p`` is a
+    multiple of 2^-8 (:func:`lane_bits`: the usual 0.5 is), each compared with a
+    threshold (bench/results/chunk_overhead*.json: a stage's per-chunk dropout on
+    BlogCatalog took 16.5 ms a layer with ``rand`` and 9.0 ms with 16-bit lanes, one
+    thread).
+
+    ``bits`` forces the lane width (16, or 8; for benchmarks): by default
+    :func:`lane_bits`.
 
     Shapes: -> ``shape``, bool.
     """
     numel = math.prod(shape)
-    words = torch.empty((numel + 3) // 4, dtype=torch.int64, device=device)
+    bits = lane_bits(p) if bits is None else int(bits)
+    per_word = 64 // bits
+    words = torch.empty((numel + per_word - 1) // per_word, dtype=torch.int64, device=device)
     words.random_(-(1 << 63), None, generator=generator)
-    return words.view(torch.int16)[:numel].view(tuple(shape)) >= keep_threshold(p)
+    lanes = words.view(torch.int8 if bits == 8 else torch.int16)[:numel]
+    return lanes.view(tuple(shape)) >= keep_threshold(p, bits)
 
 
 def _splitmix64(z: int) -> int:

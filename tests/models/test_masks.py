@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gnnpipe.models.masks import EpochMasks, MaskRows, draw_keep, keep_threshold, mask_seed
+from gnnpipe.models.masks import EpochMasks, MaskRows, draw_keep, keep_threshold, lane_bits, mask_seed
 
 
 def test_the_same_key_draws_the_same_mask_whatever_the_default_generator():
@@ -58,27 +58,35 @@ def test_mask_seeds_fit_a_generator_and_spread():
     assert all(0 <= s < 2 ** 63 for s in seeds)
 
 
-def test_draw_keep_keeps_one_minus_p_in_every_16_bit_lane():
-    # Four 16-bit lanes come from each 64-bit draw: a draw over only 63 bits (torch's
-    # default random_ range) would keep the top lane's entries with probability 1, not
-    # 1/2, at p = 0.5. Each lane position must keep about 1 - p on its own.
+def test_draw_keep_keeps_one_minus_p_in_every_lane():
+    # Several lanes come from each 64-bit draw (eight 8-bit ones at p = 0.5, four 16-bit
+    # ones at p = 0.1): a draw over only 63 bits (torch's default random_ range) would
+    # keep the top lane's entries with probability 1, not 1/2, at p = 0.5. Each lane
+    # position must keep about 1 - p on its own.
     keep = draw_keep((1000, 400), 0.5, generator=torch.Generator().manual_seed(0))
-    lanes = keep.reshape(-1, 4).double().mean(0)
-    assert torch.all((lanes - 0.5).abs() < 0.01), lanes  # 100k entries per lane: sd 0.0016
+    lanes = keep.reshape(-1, 8).double().mean(0)
+    assert torch.all((lanes - 0.5).abs() < 0.01), lanes  # 50k entries per lane: sd 0.0022
     keep = draw_keep((1000, 400), 0.1, generator=torch.Generator().manual_seed(1))
-    assert abs(float(keep.double().mean()) - 0.9) < 0.005
+    lanes = keep.reshape(-1, 4).double().mean(0)
+    assert torch.all((lanes - 0.9).abs() < 0.01), lanes
+
+
+def test_lane_width_is_8_bits_only_where_p_is_exact_on_them():
+    assert [lane_bits(p) for p in (0.5, 0.25, 0.125, 3 / 256, 0.0)] == [8] * 5
+    assert [lane_bits(p) for p in (0.1, 0.3, 0.6, 1 / 512)] == [16] * 4
 
 
 def test_draw_keep_compares_each_lane_with_the_threshold_of_p():
-    # The mask is the generator's 64-bit words read as int16 lanes, kept where
-    # lane >= round(p * 2^16) - 2^15: the probability is p rounded to 2^-16.
-    for p in (0.5, 0.3, 0.999):
+    # The mask is the generator's 64-bit words read as int8 lanes (p a multiple of 2^-8)
+    # or int16 lanes (else), kept where lane >= round(p * 2^b) - 2^(b-1): the
+    # probability is p rounded to 2^-b.
+    for p, bits in ((0.5, 8), (0.25, 8), (0.3, 16), (0.999, 16)):
         gen = torch.Generator().manual_seed(5)
         words = torch.empty(8, dtype=torch.int64).random_(-(1 << 63), None, generator=gen)
-        lanes = words.view(torch.int16)[:30].view(5, 6)
-        assert keep_threshold(p) == min(round(p * 65536), 65535) - 32768
+        lanes = words.view(torch.int8 if bits == 8 else torch.int16)[:30].view(5, 6)
+        assert keep_threshold(p, bits) == min(round(p * 2 ** bits), 2 ** bits - 1) - 2 ** (bits - 1)
         keep = draw_keep((5, 6), p, generator=torch.Generator().manual_seed(5))
         assert keep.dtype == torch.bool and keep.shape == (5, 6)
-        assert torch.equal(keep, lanes >= keep_threshold(p))
-    assert keep_threshold(0.5) == 0  # the sign bit alone decides: exact 1/2
+        assert torch.equal(keep, lanes >= keep_threshold(p, bits))
+    assert keep_threshold(0.5) == 0 and keep_threshold(0.5, 8) == 0  # the sign bit alone decides: exact 1/2
     assert draw_keep((0, 3), 0.5).shape == (0, 3)
