@@ -106,7 +106,6 @@ class SavedArena:
         view = slots.segments[i][off:off + nbytes].view(t.dtype).view(t.shape)
         return view.copy_(t)
 
-    @property
     def adopt(self, key: object, holders: list[list[Tensor]], out: Tensor) -> None:
         """Move what a layer just saved (``holders``: one-element lists, as the stage's
         pack hook keeps them) into the slots of ``key``, so that the originals are freed
@@ -124,6 +123,7 @@ class SavedArena:
                 placed[ident] = self.place(key, t)
             h[0] = placed[ident]
 
+    @property
     def reserved_bytes(self) -> int:
         """Bytes of every segment held (they stay allocated from epoch to epoch)."""
         return sum(seg.numel() for s in self._slots.values() for seg in s.segments)
