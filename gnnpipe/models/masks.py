@@ -35,18 +35,12 @@ __all__ = ["EpochMasks", "MaskRows", "draw_keep", "keep_threshold", "lane_bits",
 
 _MASK64 = (1 << 64) - 1
 
-#: Dropout decides on 16-bit uniform integers: a keep probability is a multiple of
-#: 2^-16 (exact for p = 0.5, 0.25, ...; within 2^-17 of any other p). Where ``p`` is a
-#: multiple of 2^-8 (0.5, 0.25, 0.125, ...) 8-bit lanes give the same probability
-#: exactly from half the draws.
-_LEVELS = 1 << 16
-_LEVELS8 = 1 << 8
-
 
 def lane_bits(p: float) -> int:
-    """The width of the uniform lanes ``draw_keep`` compares for ``p``: 8 where ``p``
-    is a multiple of 2^-8 (then exact), else 16."""
-    return 8 if float(p) * _LEVELS8 == round(float(p) * _LEVELS8) else 16
+    """The width of the uniform integer lanes ``draw_keep`` compares for ``p``: 8 where
+    ``p`` is a multiple of 2^-8 (0.5, 0.25, ...: then exact, from half the draws of
+    16-bit lanes), else 16 (``p`` rounded to a multiple of 2^-16, within 2^-17)."""
+    return 8 if (float(p) * 256).is_integer() else 16
 
 
 def keep_threshold(p: float, bits: int = 16) -> int:
