@@ -9,8 +9,10 @@ executor (:mod:`gnnpipe.engine.executor`) runs the actions of a schedule against
 The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
 
 * **Buffers.** For each of its layers ``l >= 2`` the stage keeps ``B_l`` [n_rows, d]
-  of that layer's input and a gradient buffer ``G_l`` [n_rows, d] over the way's row
-  space (:mod:`gnnpipe.engine.row_space`; all N rows in pipeline mode). ``B_l``
+  of that layer's input over the way's row space (:mod:`gnnpipe.engine.row_space`;
+  all N rows in pipeline mode) and a gradient buffer ``G_l`` [n_slots, d] over the
+  rows a read can give a gradient (``GradRows``: the halo rows of the way's chunks and,
+  in hybrid, the rows other ways read; the other rows' gradient would stay 0). ``B_l``
   starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed from
   ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy). Layer 1
   of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of the
@@ -60,7 +62,7 @@ from torch import Tensor
 
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import Encoded, EpochState
-from gnnpipe.engine.row_space import build_exchange_plan, build_row_space
+from gnnpipe.engine.row_space import build_exchange_plan, build_grad_rows, build_row_space, exchange_in_slots
 from gnnpipe.engine.saved_arena import SavedArena
 from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
                                            unhold)
@@ -131,13 +133,16 @@ class Stage:
         self.rows = build_row_space(self.plans, self.blocks, self.way, self.num_nodes)
         row_of, r0 = self.rows.row_of, self.rows.r0
         self.local_ids = {k: row_of[self.plans[k].local_global_nid].to(self.device) for k in self.my_chunks}
-        self.halo_ids = {k: row_of[self.plans[k].halo_global_nid].to(self.device) for k in self.my_chunks}
         self.own = {k: slice(self.plans[k].row_start - r0, self.plans[k].row_end - r0) for k in self.my_chunks}
         self.halo_chunk = {k: self.plans[k].halo_chunk.to(self.device) for k in self.my_chunks}
         self.exchange: WayExchange | None = None
+        plan = None
         if self.num_ways > 1:
             plan = build_exchange_plan(self.plans, self.blocks, self.rows, self.num_nodes, self.device)
-            self.exchange = WayExchange(plan, layout, ctx.rank, ctx.comm)
+        self.grad_rows = build_grad_rows(self.plans, self.blocks, self.rows, plan, self.device)
+        if plan is not None:
+            self.exchange = WayExchange(plan, layout, ctx.rank, ctx.comm,
+                                        grad_plan=exchange_in_slots(plan, self.grad_rows))
         if self.first:
             self.x = model_input(model, self.rows.rows_of(g.features), device=self.device, dtype=self.dtype)
         if self.last:
@@ -159,14 +164,16 @@ class Stage:
         self.B = {l: torch.zeros(n_rows, self.dims[l - 1], device=self.device, dtype=self.dtype)
                   for l in self.buffered}
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
-        self.G = {l: torch.zeros_like(b) for l, b in self.B.items()}
+        n_slots = self.grad_rows.n_slots
+        self.G = {l: torch.zeros(n_slots, b.shape[1], device=self.device, dtype=self.dtype)
+                  for l, b in self.B.items()}
         # What the layers save for their backward, out of the heap (saved_arena); by
         # epoch parity too when a chunk's next forward may run before its backward.
         self.arena = SavedArena(self.device)
         self.arena_parity = int(pc.cross_epoch_chunks) > 0
-        logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s",
-                    self.rank, self.way, self.num_ways, self.stage, layout.stages, self.a + 1, self.b,
-                    len(self.my_chunks), self.buffered)
+        logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s "
+                    "(%d rows, gradients of %d)", self.rank, self.way, self.num_ways, self.stage,
+                    layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, n_rows, n_slots)
 
     def _owns(self, name: str) -> bool:
         if name.startswith("encode."):
@@ -389,6 +396,8 @@ class Stage:
             g_h0_next = buf[:, d_out:] if self.needs_h0 else None
         fresh = None
         g_in = None
+        gr = self.grad_rows
+        own_slots, own_pos = gr.own_slots[k], gr.own_pos[k]
         for l, sink, out in reversed(state["layers"]):
             if g_out is None:
                 torch.autograd.backward(state["loss"])  # classifier + last layer
@@ -413,10 +422,17 @@ class Stage:
                     fresh = fresh * 2.0
             halo_g.mul_(fresh)
             G = self.G[l]
-            G.index_add_(0, self.halo_ids[k], halo_g)
+            G.index_add_(0, gr.halo_slot[k], halo_g)
             if self.exchange is not None:
                 self.exchange.grads(G, st.orders, t, k, st.timer.timed)
-            g_in = gl[:n_own] + G[own]
+            # The input gradient of k: its own part plus what later readers left in G_l
+            # (rows without a slot were read by no other chunk). In place: gl is this
+            # layer's own gradient, read by nothing else.
+            g_in = gl[:n_own]
+            if own_pos is None:
+                g_in.add_(G[own_slots])
+            elif own_pos.numel():
+                g_in.index_add_(0, own_pos, G[own_slots])
             g_out = g_in
         # h0 of GCNII: this stage's layers' gradient plus what the next stages sent.
         g_h0 = None

@@ -30,8 +30,12 @@ class WayExchange:
     timer): every exchange is a wait on other ranks.
     """
 
-    def __init__(self, plan: WayExchangePlan, layout: Layout, rank: int, comm: Any) -> None:
+    def __init__(self, plan: WayExchangePlan, layout: Layout, rank: int, comm: Any,
+                 grad_plan: WayExchangePlan | None = None) -> None:
         self.plan = plan
+        # The same lists in the ids of the gradient buffers (``G_l`` holds only the
+        # rows a read can give a gradient: row_space.GradRows); default: row space.
+        self.grad_plan = plan if grad_plan is None else grad_plan
         self.comm = comm
         self.way = layout.way_of(rank)
         self.blocks = layout.way_blocks()
@@ -69,19 +73,20 @@ class WayExchange:
         steps were back-propagated already, reads at step t just now); add what the
         other ways send for my chunk's rows.
 
-        Shapes: G [n_rows, d] (G_l)."""
+        Shapes: G [n_slots, d] (G_l, in the ids of ``grad_plan``)."""
+        plan = self.grad_plan
         sends, recvs = {}, {}
         for w, peer in self.peers.items():
             k2 = self._chunk_at(orders, w, t)
             if k2 is not None:
-                sends[peer] = G.index_select(0, self.plan.recv_rows[k2])
+                sends[peer] = G.index_select(0, plan.recv_rows[k2])
             if my_chunk is not None:
-                rows = self.plan.send_rows[my_chunk][w]
+                rows = plan.send_rows[my_chunk][w]
                 recvs[peer] = torch.empty(rows.numel(), G.shape[1], device=G.device, dtype=G.dtype)
         timed(self.comm.exchange, sends, recvs, "halo_gradients")
         if my_chunk is not None:
             for w, peer in self.peers.items():
-                G.index_add_(0, self.plan.send_rows[my_chunk][w], recvs[peer])
+                G.index_add_(0, plan.send_rows[my_chunk][w], recvs[peer])
 
     def block(self, h: Tensor, timed: Callable[..., Any]) -> None:
         """Exact inference: every row of the way's block that other ways read, at once

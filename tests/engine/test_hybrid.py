@@ -74,6 +74,17 @@ def test_hybrid_way_holds_its_block_and_the_rows_it_reads(hyb2, i):
         assert torch.equal(rows, torch.cat([torch.arange(r0, r1), foreign]))
         assert rows.numel() < n
         assert all(s[0] == rows.numel() for s in shapes.values())
+        # Its gradient buffers cover only the rows a read gives a gradient: the rows its
+        # chunks read outside themselves, and the rows of its block other ways read.
+        grad_rows, grad_shapes = res["grad_rows"]
+        read_by_others = torch.cat([chunked.plans[k].halo_global_nid for w, b in enumerate(blocks)
+                                    if w != way for k in b])
+        mine = read_by_others[(read_by_others >= r0) & (read_by_others < r1)]
+        expected = torch.unique(torch.cat([read, mine]))
+        row_of = torch.full((n,), -1, dtype=torch.int64)
+        row_of[rows] = torch.arange(rows.numel())
+        assert torch.equal(grad_rows, torch.sort(row_of[expected]).values)
+        assert all(s[0] == grad_rows.numel() for s in grad_shapes.values())
         seen.add(way)
     assert seen == set(range(ways))
 

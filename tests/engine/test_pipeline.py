@@ -136,6 +136,8 @@ def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[st
             "calls": recorder.calls if recorder is not None else None,
             "way_rows": None if stage is None else (stage.way, stage.rows.way_rows.clone(),
                                                     {l: tuple(b.shape) for l, b in stage.B.items()}),
+            "grad_rows": None if stage is None else (stage.grad_rows.rows.clone(),
+                                                     {l: tuple(g.shape) for l, g in stage.G.items()}),
             "arena_bytes": None if stage is None else stage.arena.reserved_bytes}
 
 
