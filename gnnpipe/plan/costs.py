@@ -37,8 +37,10 @@ autograd saves for L layers (``saved_values_per_row``, counted exactly by the
 calibration) per own row, plus what they keep per halo row
 (``saved_halo_values_per_row``: the dropout mask of the halo rows, or the rows
 themselves where a layer keeps its input; graph mode's parts and every chunk of a
-stage read halo rows); a stage keeps ``B_l`` and ``G_l``
-(and the snapshot when R > 1) over its way's rows for each buffered layer, ``h0``
+stage read halo rows); a stage keeps ``B_l`` (and the snapshot when R > 1) over its
+way's rows and ``G_l`` over the rows a read can give a gradient (the chunking's
+boundary rows: ``CutStats.boundary``, per way, plus hybrid's rows read from other
+ways) for each buffered layer, ``h0``
 (GCNII) and its gradient, and the saved values of every chunk between its forward and
 its backward; plus :data:`TRANSIENT_ROWS` rows of width H in flight.
 
@@ -334,9 +336,10 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
                 + acts + TRANSIENT_ROWS * local * H * _E)
         return int(peak)
     cut = g.cut(chunks)
-    copies = 2 + (1 if snapshot_period > 1 else 0)
+    copies = 1 + (1 if snapshot_period > 1 else 0)  # B_l and the snapshot; G_l below
     own_rows = n / ways
     rows = n if ways == 1 else own_rows + way_halo_rows / ways
+    grad_rows = cut.boundary / ways + way_halo_rows / ways
     big = max(cut.part_rows[k] + cut.halo_rows[k] for k in range(cut.num_parts))
     # Every chunk of a way keeps its layers' saved values of its halo rows too, from its
     # forward to its backward (its dropout masks cover them: 3.4x the own rows at C = 8
@@ -345,7 +348,7 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
     ops = _ops_bytes(g.num_edges / ways, rows)
     best = 0.0
     for s, (a, b) in enumerate(_ranges(split)):
-        bufs = sum(copies * rows * m.dims[l - 1] * _E for l in range(max(a, 2), b + 1))
+        bufs = sum((copies * rows + grad_rows) * m.dims[l - 1] * _E for l in range(max(a, 2), b + 1))
         acts = sum((saved * own_rows * m.dims[l] + halo_saved * m.dims[l - 1]) * _E for l in range(a, b + 1))
         h0 = 2.0 * rows * m.h0_dim * _E if m.needs_h0 else 0.0
         extra = _encode_bytes(p, m, g, rows) if s == 0 else 0.0

@@ -31,7 +31,10 @@ class CutStats:
 
     Shapes: per-part tuples have ``num_parts`` entries. ``halo_rows[p]`` = distinct
     vertices outside part p read by p (DESIGN.md 2's halo); ``M = sum(halo_rows)``;
-    ``exact`` is True when computed from the partition a run would use.
+    ``boundary_rows[p]`` = vertices of part p read by at least one other part (the
+    rows of p that a stage's gradient buffers hold; empty: not known, and
+    :attr:`boundary` falls back to ``M``, its upper bound); ``exact`` is True when
+    computed from the partition a run would use.
     """
 
     num_parts: int
@@ -39,10 +42,17 @@ class CutStats:
     part_in_edges: tuple[int, ...]
     halo_rows: tuple[int, ...]
     exact: bool
+    boundary_rows: tuple[int, ...] = ()
 
     @property
     def M(self) -> int:  # noqa: N802 - DESIGN.md's name
         return int(sum(self.halo_rows))
+
+    @property
+    def boundary(self) -> int:
+        """Distinct vertices read by a part other than their own: the union of the
+        parts' halos (``M`` counts a vertex once per reading part)."""
+        return int(sum(self.boundary_rows)) if self.boundary_rows else self.M
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,10 @@ def estimate_cut(stats: GraphStats, num_parts: int) -> CutStats:
     cut_in = f * e / k
     halo = outside * (1.0 - math.exp(-cut_in / outside)) if outside > 0 else 0.0
     rows, edges = -(-n // k), -(-e // k)
-    return CutStats(k, (rows,) * k, (edges,) * k, (int(round(halo)),) * k, exact=False)
+    # A vertex is in each of the other k - 1 parts' halos with probability halo / outside.
+    boundary = n / k * (1.0 - (1.0 - halo / outside) ** (k - 1)) if outside > 0 else 0.0
+    return CutStats(k, (rows,) * k, (edges,) * k, (int(round(halo)),) * k, exact=False,
+                    boundary_rows=(int(round(boundary)),) * k)
 
 
 def stats_only(*, num_nodes: int, num_edges: int, num_features: int, num_classes: int,
@@ -178,8 +191,16 @@ def graph_stats(graph: Any, *, method: str = "metis", seed: int = 0) -> GraphSta
     def cut_of(k: int) -> CutStats:
         if k <= 1:
             return CutStats(1, (g.num_nodes,), (g.num_edges,), (0,), exact=True)
-        s = chunked_of(k).stats
-        return CutStats(k, tuple(s.part_sizes), tuple(s.part_in_edges), tuple(s.halo_sizes), exact=True)
+        import torch
+
+        chunked = chunked_of(k)
+        s = chunked.stats
+        read = torch.zeros(g.num_nodes, dtype=torch.bool)
+        for plan in chunked.plans:
+            read[plan.halo_global_nid] = True
+        boundary = tuple(int(read[p.row_start:p.row_end].sum()) for p in chunked.plans)
+        return CutStats(k, tuple(s.part_sizes), tuple(s.part_in_edges), tuple(s.halo_sizes), exact=True,
+                        boundary_rows=boundary)
 
     return GraphStats(name=g.name or "graph", num_nodes=g.num_nodes, num_edges=g.num_edges,
                       num_features=int(x.shape[1]), num_classes=int(g.num_classes),

@@ -185,3 +185,49 @@ def test_predicted_memory_counts_what_layers_keep_of_their_halo_rows(graph, mode
         halo, layers = stats.cut(chunks).M / ways, range(1, split[0] + 1)
     assert halo > 0 and shape.dims[0] != shape.dims[1]
     assert one - none == pytest.approx(sum(halo * shape.dims[l - 1] * 4 for l in layers), abs=2)
+
+
+@pytest.mark.parametrize("chunks", [2, 8])
+def test_boundary_rows_are_the_union_of_the_halos(graph, chunks):
+    """The exact boundary of a chunking is the set of rows some other chunk reads, and
+    the estimate from statistics alone lies between the largest halo and ``M``."""
+    import torch
+
+    stats = graph_stats(graph)
+    cut = stats.cut(chunks)
+    read = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    plans = stats.chunked_of(chunks).plans
+    for p in plans:
+        read[p.halo_global_nid] = True
+    assert cut.boundary_rows == tuple(int(read[p.row_start:p.row_end].sum()) for p in plans)
+    assert max(cut.halo_rows) <= cut.boundary <= cut.M
+    est = estimate_cut(stats_only(num_nodes=100_000, num_edges=1_000_000, num_features=8, num_classes=2,
+                                  edge_cut_fraction=0.2), chunks)
+    assert max(est.halo_rows) <= est.boundary <= est.M
+
+
+@pytest.mark.parametrize("mode,ways", [("pipeline", 1), ("hybrid", 2)])
+def test_predicted_stage_gradient_buffers_hold_the_boundary_rows(graph, mode, ways):
+    """A stage's G_l covers the chunking's boundary rows of its way (plus, in hybrid,
+    the rows it reads from other ways), not all its rows: the prediction moves by
+    exactly the change in boundary rows x the buffered layers' input widths."""
+    from dataclasses import replace
+
+    from gnnpipe.plan.costs import predict_memory
+
+    stats = graph_stats(graph)
+    shape = _shape(stats, layers=4, model="gcn")
+    chunks = 8
+    cut = stats.cut(chunks)
+    kw = dict(mode=mode, workers=2, ways=ways, stages=2 // ways, chunks=chunks,
+              split=(4,) if ways == 2 else (2, 2), way_halo_rows=stats.cut(ways).M if ways > 1 else 0.0)
+    got = predict_memory(_profile(), shape, stats, **kw)
+    stats.cuts[chunks] = replace(cut, boundary_rows=tuple(b + 10 for b in cut.boundary_rows))
+    try:
+        more = predict_memory(_profile(), shape, stats, **kw)
+    finally:
+        stats.cuts[chunks] = cut
+    # 10 more boundary rows per chunk, shared by the ways; buffered layers: those >= 2
+    # of the largest stage (the first: its layers 1..2 buffer layer 2 only, in pipeline).
+    buffered = range(2, 3) if ways == 1 else range(2, 5)
+    assert more - got == pytest.approx(10 * chunks / ways * sum(shape.dims[l - 1] * 4 for l in buffered), abs=2)
