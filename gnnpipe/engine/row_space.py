@@ -18,6 +18,12 @@ Both are frozen data built from the chunk plans and the layout, without processe
   ``n_rows``: the other rows are read by no other chunk, so their ``G_l`` rows would
   stay zero. On the 200k systems graph they are 71 % of N at C = 2 and 86 % at C = 8
   (a random graph: METIS finds no good cut); on a graph with a good cut, far fewer.
+* :class:`EpochGradPlan` (pipeline, one way): fewer still. In an epoch only the rows
+  of a chunk that a *later* chunk of the order reads get a gradient (a read of a later
+  chunk's row is stale, and its gradient is dropped), so the slots are assigned per
+  epoch from the order, and a stale read's gradient goes to one trash slot. Whatever
+  the order, the last chunk's rows need none: ``G_l`` holds ``boundary - min_j
+  boundary_j`` slots (half the boundary at C = 2).
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["WayRowSpace", "WayExchangePlan", "GradRows", "build_row_space", "build_exchange_plan",
-           "build_grad_rows", "exchange_in_slots"]
+__all__ = ["WayRowSpace", "WayExchangePlan", "GradRows", "EpochGradPlan", "build_row_space",
+           "build_exchange_plan", "build_grad_rows", "build_epoch_grad_plan", "exchange_in_slots"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,11 @@ class GradRows:
     one; ``own_pos[k]`` their positions among k's own rows, or None when every own row
     has a slot (then ``own_slots[k]`` covers them all, in order).
 
+    ``capacity``: the rows of ``G_l`` (at least ``n_slots``; one more, the trash slot
+    at index ``capacity``, when ``trash``). With ``trash`` the slots are those of one
+    epoch's order (:class:`EpochGradPlan`) and a stale halo row's ``halo_slot`` is the
+    trash slot, so its gradient needs no zeroing; without, every halo row has a slot.
+
     Shapes: rows int64 [n_slots]; slot_of int64 [n_rows] (-1: no slot);
     halo_slot[k] int64 [num_halo]; own_pos[k] int64 [own rows with a slot].
     """
@@ -130,10 +141,32 @@ class GradRows:
     halo_slot: dict[int, Tensor]
     own_slots: dict[int, slice]
     own_pos: dict[int, Tensor | None]
+    capacity: int = -1
+    trash: bool = False
 
     @property
     def n_slots(self) -> int:
         return int(self.rows.numel())
+
+    @property
+    def buffer_rows(self) -> int:
+        """Rows of a ``G_l``: the capacity, plus the trash slot."""
+        return (self.capacity if self.capacity >= 0 else self.n_slots) + int(self.trash)
+
+
+def _own_slot_lists(needed: Tensor, slot_rows: Tensor, plans: Sequence, chunks: Sequence[int], r0: int,
+                    device: torch.device) -> tuple[dict[int, slice], dict[int, Tensor | None]]:
+    """``own_slots`` and ``own_pos`` of :class:`GradRows` for the chunks ``chunks``."""
+    before = torch.cumsum(needed, 0) - needed.to(torch.int64)  # slots of the rows before each row
+    own_slots, own_pos = {}, {}
+    for k in chunks:
+        p = plans[k]
+        own_row0 = p.row_start - r0
+        pos = needed[own_row0:own_row0 + p.num_own].nonzero().squeeze(1)
+        first = int(before[own_row0]) if p.num_own else 0
+        own_slots[k] = slice(first, first + int(pos.numel()))
+        own_pos[k] = None if int(pos.numel()) == p.num_own else pos.to(device)
+    return own_slots, own_pos
 
 
 def build_grad_rows(plans: Sequence, blocks: Sequence[Sequence[int]], rows: WayRowSpace,
@@ -151,17 +184,76 @@ def build_grad_rows(plans: Sequence, blocks: Sequence[Sequence[int]], rows: WayR
     slot_rows = needed.nonzero().squeeze(1)
     slot_of = torch.full((rows.n_rows,), -1, dtype=torch.int64)
     slot_of[slot_rows] = torch.arange(slot_rows.numel())
-    halo_slot, own_slots, own_pos = {}, {}, {}
-    for k in mine:
-        p = plans[k]
-        halo_slot[k] = slot_of[rows.row_of[p.halo_global_nid]].to(device)
-        own_row0 = p.row_start - rows.r0
-        has = needed[own_row0:own_row0 + p.num_own]
-        pos = has.nonzero().squeeze(1)
-        first = int(torch.searchsorted(slot_rows, torch.tensor(own_row0)))
-        own_slots[k] = slice(first, first + int(pos.numel()))
-        own_pos[k] = None if int(pos.numel()) == p.num_own else pos.to(device)
-    return GradRows(rows=slot_rows, slot_of=slot_of, halo_slot=halo_slot, own_slots=own_slots, own_pos=own_pos)
+    halo_slot = {k: slot_of[rows.row_of[plans[k].halo_global_nid]].to(device) for k in mine}
+    own_slots, own_pos = _own_slot_lists(needed, slot_rows, plans, mine, rows.r0, device)
+    return GradRows(rows=slot_rows, slot_of=slot_of, halo_slot=halo_slot, own_slots=own_slots, own_pos=own_pos,
+                    capacity=int(slot_rows.numel()))
+
+
+@dataclass(frozen=True)
+class EpochGradPlan:
+    """The gradient slots of pipeline mode, assigned per epoch from its chunk order
+    (module docstring), as data: :meth:`for_order` builds one epoch's :class:`GradRows`.
+
+    Shapes: halo_rows, halo_src, halo_reader int64 [sum of num_halo] (each halo read:
+    its row, the chunk owning the row, the chunk reading it); halo_offsets int64 [C+1].
+    """
+
+    plans: tuple
+    chunks: tuple[int, ...]
+    n_rows: int
+    halo_rows: Tensor
+    halo_src: Tensor
+    halo_reader: Tensor
+    halo_offsets: tuple[int, ...]
+    capacity: int
+    device: torch.device
+
+    def for_order(self, step_of: Tensor) -> GradRows:
+        """The slots of an epoch whose chunk ``k`` runs at step ``step_of[k]``: a row of
+        chunk j has one when a chunk at a later step reads it (a fresh read); a stale
+        read's ``halo_slot`` is the trash slot ``capacity``.
+
+        Shapes: step_of int64 [C] (any device)."""
+        steps = step_of.to("cpu")
+        fresh = steps[self.halo_src] <= steps[self.halo_reader]
+        needed = torch.zeros(self.n_rows, dtype=torch.bool)
+        needed[self.halo_rows[fresh]] = True
+        slot_rows = needed.nonzero().squeeze(1)
+        if slot_rows.numel() > self.capacity:
+            raise RuntimeError(f"an epoch's gradient rows ({slot_rows.numel()}) exceed the capacity "
+                               f"({self.capacity}): a bug")
+        slot_of = torch.full((self.n_rows,), -1, dtype=torch.int64)
+        slot_of[slot_rows] = torch.arange(slot_rows.numel())
+        read_slot = torch.where(fresh, slot_of[self.halo_rows], self.capacity)
+        o = self.halo_offsets
+        halo_slot = {k: read_slot[o[i]:o[i + 1]].to(self.device) for i, k in enumerate(self.chunks)}
+        own_slots, own_pos = _own_slot_lists(needed, slot_rows, self.plans, self.chunks, 0, self.device)
+        return GradRows(rows=slot_rows, slot_of=slot_of, halo_slot=halo_slot, own_slots=own_slots,
+                        own_pos=own_pos, capacity=self.capacity, trash=True)
+
+
+def build_epoch_grad_plan(plans: Sequence, rows: WayRowSpace, device: torch.device) -> EpochGradPlan:
+    """The per-epoch slot plan of pipeline mode (one way: ``rows`` is the identity).
+
+    Its capacity, ``boundary - min_j boundary_j``, holds any order's slots: an order's
+    slots are the rows of each chunk read by a later one, at most each chunk's boundary
+    rows but the last chunk's."""
+    if not rows.identity:
+        raise ValueError("build_epoch_grad_plan: expected pipeline mode's identity row space (one way)")
+    chunks = tuple(range(len(plans)))
+    halo_rows = torch.cat([plans[k].halo_global_nid for k in chunks])
+    halo_src = torch.cat([plans[k].halo_chunk for k in chunks]).to(torch.int64)
+    halo_reader = torch.cat([torch.full((plans[k].num_halo,), k, dtype=torch.int64) for k in chunks])
+    offsets = [0]
+    for k in chunks:
+        offsets.append(offsets[-1] + plans[k].num_halo)
+    read = torch.zeros(rows.n_rows, dtype=torch.bool)
+    read[halo_rows] = True
+    boundary = [int(read[plans[k].row_start:plans[k].row_end].sum()) for k in chunks]
+    return EpochGradPlan(plans=tuple(plans), chunks=chunks, n_rows=rows.n_rows, halo_rows=halo_rows,
+                         halo_src=halo_src, halo_reader=halo_reader, halo_offsets=tuple(offsets),
+                         capacity=sum(boundary) - min(boundary), device=device)
 
 
 def exchange_in_slots(plan: WayExchangePlan, grad_rows: GradRows) -> WayExchangePlan:

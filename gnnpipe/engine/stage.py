@@ -10,9 +10,11 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
 
 * **Buffers.** For each of its layers ``l >= 2`` the stage keeps ``B_l`` [n_rows, d]
   of that layer's input over the way's row space (:mod:`gnnpipe.engine.row_space`;
-  all N rows in pipeline mode) and a gradient buffer ``G_l`` [n_slots, d] over the
-  rows a read can give a gradient (``GradRows``: the halo rows of the way's chunks and,
-  in hybrid, the rows other ways read; the other rows' gradient would stay 0). ``B_l``
+  all N rows in pipeline mode) and a gradient buffer ``G_l`` over only the rows a read
+  can give a gradient (``GradRows``; the other rows' gradient would stay 0): in
+  pipeline mode the rows of each chunk that a later chunk of the epoch's order reads,
+  assigned per epoch (``EpochGradPlan``); in hybrid the halo rows of the way's chunks
+  and the rows other ways read. ``B_l``
   starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed from
   ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy). Layer 1
   of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of the
@@ -62,7 +64,8 @@ from torch import Tensor
 
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import Encoded, EpochState
-from gnnpipe.engine.row_space import build_exchange_plan, build_grad_rows, build_row_space, exchange_in_slots
+from gnnpipe.engine.row_space import (build_epoch_grad_plan, build_exchange_plan, build_grad_rows, build_row_space,
+                                      exchange_in_slots)
 from gnnpipe.engine.saved_arena import SavedArena
 from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
                                            unhold)
@@ -136,13 +139,18 @@ class Stage:
         self.own = {k: slice(self.plans[k].row_start - r0, self.plans[k].row_end - r0) for k in self.my_chunks}
         self.halo_chunk = {k: self.plans[k].halo_chunk.to(self.device) for k in self.my_chunks}
         self.exchange: WayExchange | None = None
-        plan = None
+        # The rows of G_l: per epoch from the order in pipeline mode, fixed in hybrid
+        # (where a row's gradient may come from another way at the same step).
+        self.epoch_grad_plan = None
         if self.num_ways > 1:
             plan = build_exchange_plan(self.plans, self.blocks, self.rows, self.num_nodes, self.device)
-        self.grad_rows = build_grad_rows(self.plans, self.blocks, self.rows, plan, self.device)
-        if plan is not None:
+            self.grad_rows = build_grad_rows(self.plans, self.blocks, self.rows, plan, self.device)
             self.exchange = WayExchange(plan, layout, ctx.rank, ctx.comm,
                                         grad_plan=exchange_in_slots(plan, self.grad_rows))
+            g_rows = self.grad_rows.buffer_rows
+        else:
+            self.epoch_grad_plan = build_epoch_grad_plan(self.plans, self.rows, self.device)
+            g_rows = self.epoch_grad_plan.capacity + 1
         if self.first:
             self.x = model_input(model, self.rows.rows_of(g.features), device=self.device, dtype=self.dtype)
         if self.last:
@@ -164,8 +172,7 @@ class Stage:
         self.B = {l: torch.zeros(n_rows, self.dims[l - 1], device=self.device, dtype=self.dtype)
                   for l in self.buffered}
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
-        n_slots = self.grad_rows.n_slots
-        self.G = {l: torch.zeros(n_slots, b.shape[1], device=self.device, dtype=self.dtype)
+        self.G = {l: torch.zeros(g_rows, b.shape[1], device=self.device, dtype=self.dtype)
                   for l, b in self.B.items()}
         # What the layers save for their backward, out of the heap (saved_arena); by
         # epoch parity too when a chunk's next forward may run before its backward.
@@ -173,7 +180,7 @@ class Stage:
         self.arena_parity = int(pc.cross_epoch_chunks) > 0
         logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s "
                     "(%d rows, gradients of %d)", self.rank, self.way, self.num_ways, self.stage,
-                    layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, n_rows, n_slots)
+                    layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, n_rows, g_rows)
 
     def _owns(self, name: str) -> bool:
         if name.startswith("encode."):
@@ -207,6 +214,8 @@ class Stage:
                 self.B[l].copy_(self.snap[l])
         for G in self.G.values():
             G.zero_()
+        if self.epoch_grad_plan is not None:
+            self.grad_rows = self.epoch_grad_plan.for_order(st.step_of)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         if not st.begun:
@@ -394,10 +403,21 @@ class Stage:
             d_out = self.dims[self.b]
             g_out = buf[:, :d_out]
             g_h0_next = buf[:, d_out:] if self.needs_h0 else None
-        fresh = None
         g_in = None
         gr = self.grad_rows
         own_slots, own_pos = gr.own_slots[k], gr.own_pos[k]
+        # step(j) <= t: written earlier this epoch (or by another way at step t). Stale
+        # reads are constants: their gradient is dropped (factor 0; with per-epoch slots
+        # it goes to the trash slot instead). Technique 3 scales the gradient that flows
+        # to fresh halo rows by 2 (a neighbour chunk came earlier with probability about
+        # 1/2 under a random order). One float factor per halo row, applied by one
+        # in-place multiply: torch.where with the broadcast bool mask, then * 2, took
+        # 5-15x as long on the CPU (bench/chunk_overhead.py).
+        fresh = None
+        if self.unbiased or not gr.trash:
+            fresh = (st.step_of[self.halo_chunk[k]] <= t).unsqueeze(1).to(self.dtype)
+            if self.unbiased:
+                fresh = fresh * 2.0
         for l, sink, out in reversed(state["layers"]):
             if g_out is None:
                 torch.autograd.backward(state["loss"])  # classifier + last layer
@@ -409,18 +429,8 @@ class Stage:
                 g_in = None
                 continue
             halo_g = gl[n_own:]
-            if fresh is None:
-                # step(j) <= t: written earlier this epoch (or by another way at step t).
-                # Stale reads are constants: their gradient is dropped (factor 0).
-                # Technique 3 scales the gradient that flows to fresh halo rows by 2 (a
-                # neighbour chunk came earlier with probability about 1/2 under a random
-                # order). One float factor per halo row, applied by one in-place multiply:
-                # torch.where with the broadcast bool mask, then * 2, took 5-15x as long
-                # on the CPU (bench/chunk_overhead.py).
-                fresh = (st.step_of[self.halo_chunk[k]] <= t).unsqueeze(1).to(halo_g.dtype)
-                if self.unbiased:
-                    fresh = fresh * 2.0
-            halo_g.mul_(fresh)
+            if fresh is not None:
+                halo_g.mul_(fresh)
             G = self.G[l]
             G.index_add_(0, gr.halo_slot[k], halo_g)
             if self.exchange is not None:

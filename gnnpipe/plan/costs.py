@@ -38,9 +38,10 @@ calibration) per own row, plus what they keep per halo row
 (``saved_halo_values_per_row``: the dropout mask of the halo rows, or the rows
 themselves where a layer keeps its input; graph mode's parts and every chunk of a
 stage read halo rows); a stage keeps ``B_l`` (and the snapshot when R > 1) over its
-way's rows and ``G_l`` over the rows a read can give a gradient (the chunking's
-boundary rows: ``CutStats.boundary``, per way, plus hybrid's rows read from other
-ways) for each buffered layer, ``h0``
+way's rows and ``G_l`` over the rows a read can give a gradient for each buffered
+layer (pipeline: the chunking's boundary rows but the smallest chunk's,
+``CutStats.boundary``, the per-epoch slots' capacity; hybrid: its way's share of the
+boundary plus the rows it reads from other ways), ``h0``
 (GCNII) and its gradient, and the saved values of every chunk between its forward and
 its backward; plus :data:`TRANSIENT_ROWS` rows of width H in flight.
 
@@ -339,7 +340,10 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
     copies = 1 + (1 if snapshot_period > 1 else 0)  # B_l and the snapshot; G_l below
     own_rows = n / ways
     rows = n if ways == 1 else own_rows + way_halo_rows / ways
-    grad_rows = cut.boundary / ways + way_halo_rows / ways
+    if ways == 1:  # row_space.EpochGradPlan's capacity
+        grad_rows = cut.boundary - (min(cut.boundary_rows) if cut.boundary_rows else 0) + 1
+    else:
+        grad_rows = cut.boundary / ways + way_halo_rows / ways
     big = max(cut.part_rows[k] + cut.halo_rows[k] for k in range(cut.num_parts))
     # Every chunk of a way keeps its layers' saved values of its halo rows too, from its
     # forward to its backward (its dropout masks cover them: 3.4x the own rows at C = 8

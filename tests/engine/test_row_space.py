@@ -1,13 +1,15 @@
 """The row-space plans of a way (:mod:`gnnpipe.engine.row_space`), built without
-processes: the gradient slots hold exactly the rows a read can give a gradient, and
-the per-chunk slot lists address the same rows as the row-space ids they replace."""
+processes: the gradient slots hold exactly the rows a read can give a gradient (in
+pipeline mode, per epoch: the rows a later chunk of the order reads), and the
+per-chunk slot lists address the same rows as the row-space ids they replace."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gnnpipe.engine.row_space import build_exchange_plan, build_grad_rows, build_row_space, exchange_in_slots
+from gnnpipe.engine.row_space import (build_epoch_grad_plan, build_exchange_plan, build_grad_rows, build_row_space,
+                                      exchange_in_slots)
 from gnnpipe.engine.schedule import way_blocks
 from gnnpipe.partition.chunked import chunk_graph
 from tests.engine.test_pipeline import tiny_graph
@@ -89,3 +91,44 @@ def test_grad_rows_skip_rows_no_other_chunk_reads():
     assert [chunked.plans[k].num_own for k in range(3)] == [4, 4, 4]
     assert gr.n_slots == 2
     assert all(gr.own_pos[k] is not None and gr.own_pos[k].numel() < 4 for k in range(3))
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 3, 5])
+def test_epoch_grad_rows_are_the_rows_later_chunks_read(chunks):
+    chunked = chunk_graph(tiny_graph(), chunks, method="metis", seed=0, cache=False)
+    plans = chunked.plans
+    n = chunked.graph.num_nodes
+    rows = build_row_space(plans, [tuple(range(chunks))], 0, n)
+    plan = build_epoch_grad_plan(plans, rows, CPU)
+    read_by_other = torch.zeros(n, dtype=torch.bool)
+    for p in plans:
+        read_by_other[p.halo_global_nid] = True
+    boundary = [int(read_by_other[p.row_start:p.row_end].sum()) for p in plans]
+    assert plan.capacity == sum(boundary) - min(boundary)
+    chunk_of = torch.cat([torch.full((p.num_own,), k) for k, p in enumerate(plans)])
+    g = torch.Generator().manual_seed(chunks)
+    for _ in range(6):
+        order = torch.randperm(chunks, generator=g)
+        step_of = torch.empty(chunks, dtype=torch.int64)
+        step_of[order] = torch.arange(chunks)
+        gr = plan.for_order(step_of)
+        # A row has a slot iff a chunk at a later step reads it.
+        expected = torch.zeros(n, dtype=torch.bool)
+        for k, p in enumerate(plans):
+            src = p.halo_global_nid
+            expected[src[step_of[chunk_of[src]] < step_of[k]]] = True
+        assert torch.equal(gr.rows, expected.nonzero().squeeze(1))
+        assert gr.n_slots <= plan.capacity and gr.trash and gr.buffer_rows == plan.capacity + 1
+        for k, p in enumerate(plans):
+            src = p.halo_global_nid
+            fresh = step_of[chunk_of[src]] < step_of[k]
+            assert torch.equal(gr.halo_slot[k][fresh], gr.slot_of[src[fresh]])
+            assert bool((gr.halo_slot[k][~fresh] == plan.capacity).all())  # stale: the trash slot
+            pos = torch.arange(p.num_own) if gr.own_pos[k] is None else gr.own_pos[k]
+            assert torch.equal(gr.rows[gr.own_slots[k]], p.row_start + pos)
+            assert torch.equal(pos, expected[p.row_start:p.row_end].nonzero().squeeze(1))
+    if chunks == 2:
+        # The capacity is one chunk's boundary: exactly what the order that puts the
+        # chunk with the larger boundary first uses.
+        both = [plan.for_order(torch.tensor(s)).n_slots for s in ([0, 1], [1, 0])]
+        assert sorted(both) == sorted(boundary) and max(both) == plan.capacity

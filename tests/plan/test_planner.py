@@ -208,9 +208,10 @@ def test_boundary_rows_are_the_union_of_the_halos(graph, chunks):
 
 @pytest.mark.parametrize("mode,ways", [("pipeline", 1), ("hybrid", 2)])
 def test_predicted_stage_gradient_buffers_hold_the_boundary_rows(graph, mode, ways):
-    """A stage's G_l covers the chunking's boundary rows of its way (plus, in hybrid,
-    the rows it reads from other ways), not all its rows: the prediction moves by
-    exactly the change in boundary rows x the buffered layers' input widths."""
+    """A stage's G_l covers the chunking's boundary rows (pipeline: but the smallest
+    chunk's; hybrid: its way's share, plus the rows it reads from other ways), not all
+    its rows: the prediction moves by exactly the change in those rows x the buffered
+    layers' input widths."""
     from dataclasses import replace
 
     from gnnpipe.plan.costs import predict_memory
@@ -227,7 +228,10 @@ def test_predicted_stage_gradient_buffers_hold_the_boundary_rows(graph, mode, wa
         more = predict_memory(_profile(), shape, stats, **kw)
     finally:
         stats.cuts[chunks] = cut
-    # 10 more boundary rows per chunk, shared by the ways; buffered layers: those >= 2
-    # of the largest stage (the first: its layers 1..2 buffer layer 2 only, in pipeline).
+    # 10 more boundary rows per chunk: in pipeline mode but the smallest chunk's (the
+    # per-epoch slots' capacity), in hybrid shared by the ways; buffered layers: those
+    # >= 2 of the largest stage (the first: its layers 1..2 buffer layer 2 only, in
+    # pipeline).
     buffered = range(2, 3) if ways == 1 else range(2, 5)
-    assert more - got == pytest.approx(10 * chunks / ways * sum(shape.dims[l - 1] * 4 for l in buffered), abs=2)
+    rows = 10 * (chunks - 1) if ways == 1 else 10 * chunks / ways
+    assert more - got == pytest.approx(rows * sum(shape.dims[l - 1] * 4 for l in buffered), abs=2)
