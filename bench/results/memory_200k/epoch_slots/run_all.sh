@@ -4,7 +4,7 @@
 base=$1; new=$2; here=$(cd $(dirname $0) && pwd); run=$here/../run.sh
 one() { echo "load before $(cut -d' ' -f1-3 /proc/loadavg)"; bash $run "$@"; echo "load after $(cut -d' ' -f1-3 /proc/loadavg)"; }
 one $new $here/graph.json --mode graph
-one $base $here/before_c2.json --mode pipeline --chunks 2 --snapshot-period 1
+one $base $here/before/before_c2.json --mode pipeline --chunks 2 --snapshot-period 1
 one $new $here/after_c2.json --mode pipeline --chunks 2 --snapshot-period 1
-one $base $here/before_c8.json --mode pipeline --chunks 8 --snapshot-period 1
+one $base $here/before/before_c8.json --mode pipeline --chunks 8 --snapshot-period 1
 one $new $here/after_c8.json --mode pipeline --chunks 8 --snapshot-period 1
