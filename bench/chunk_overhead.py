@@ -12,6 +12,8 @@ also applies dropout to its whole input, own and halo rows: ``dropout_chunks`` t
 stage until the masks change), ``dropout_shared`` one mask drawn over the N rows and
 applied to each chunk's rows of it (:mod:`gnnpipe.models.masks`, the stage now), and
 ``dropout_once`` over the N rows once, as single mode does (all outside the share);
+``dropout_chunks_unscaled`` the first as the layers now call it, the mask alone (its
+``1 / (1 - p)`` folded into the layer's weights: one multiply each way, not two);
 ``draw_chunks_8bit`` / ``draw_chunks_16bit`` the mask draw alone over the chunks' local
 rows at p = 0.5 with 8-bit lanes (what dropout uses for such p) and with 16-bit ones. On a dense graph a chunk's halo is
 most of N, so the copies move several times N rows per layer. This times each of these
@@ -76,9 +78,9 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     }
     where_s = median_time_s(lambda: [torch.where(f, g, zero) for f, g in zip(fresh, halo_grads)], repeats)
 
-    def dropout_fb(rows: list[torch.Tensor]) -> None:
+    def dropout_fb(rows: list[torch.Tensor], scaled: bool = True) -> None:
         for h in rows:
-            y = dropout(h, 0.5, True)
+            y = dropout(h, 0.5, True, scaled=scaled)
             torch.autograd.grad(y, h, torch.ones_like(y))
 
     def dropout_shared_fb() -> None:
@@ -88,6 +90,8 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
             torch.autograd.grad(y, h, torch.ones_like(y))
 
     dropout_chunks = median_time_s(lambda: dropout_fb(h_local), repeats)
+    # As the layers call it: the mask alone, 1 / (1 - p) folded into their weights.
+    dropout_chunks_unscaled = median_time_s(lambda: dropout_fb(h_local, scaled=False), repeats)
     dropout_shared = median_time_s(dropout_shared_fb, repeats)
     dropout_once = median_time_s(lambda: dropout_fb([B.clone().requires_grad_()]), repeats)
     # The mask draw alone over the chunks' local rows at p = 0.5, with the 8-bit lanes
@@ -95,7 +99,8 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     draw = {f"draw_chunks_{b}bit_s": median_time_s(
         lambda b=b: [draw_keep((len(ids), hidden), 0.5, bits=b) for ids in local_ids], repeats) for b in (8, 16)}
     copies = seconds["gather"] + seconds["mask_stale"] + seconds["scatter"]
-    return {"mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks, "dropout_shared_s": dropout_shared,
+    return {"mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks,
+            "dropout_chunks_unscaled_s": dropout_chunks_unscaled, "dropout_shared_s": dropout_shared,
             "dropout_once_s": dropout_once, **draw, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
             "local_rows_over_n": sum(len(i) for i in local_ids) / n,
             "halo_rows_over_n": sum(len(h) for h in halo_ids) / n,

@@ -31,6 +31,8 @@ from .masks import MaskRows, draw_keep
 
 __all__ = [
     "dropout",
+    "dropout_scale",
+    "scaled_weight",
     "GNNLayer",
     "GCNLayer",
     "SAGELayer",
@@ -46,7 +48,9 @@ def _glorot_(w: Tensor) -> Tensor:
 
 
 class _Dropout(torch.autograd.Function):
-    """Inverted dropout that keeps a bool mask (1 byte per entry) for backward.
+    """Dropout that keeps a bool mask (1 byte per entry) for backward; the kept
+    entries are multiplied by ``scale`` (1: the caller folds ``1 / (1 - p)`` into the
+    linear map that follows, :func:`dropout_scale`).
 
     ``x * float_mask`` would keep a float mask (4 bytes per entry) alive until
     backward; in a pipelined stage that mask covers own *and* halo rows of every layer
@@ -57,24 +61,29 @@ class _Dropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,  # type: ignore[override]
-                generator: torch.Generator | None) -> Tensor:
-        scale = 1.0 / (1.0 - p)
+                generator: torch.Generator | None, scale: float) -> Tensor:
         ctx.scale = scale
         ctx.mask_rows = None
         if isinstance(keep, MaskRows):
             # The full mask and the row ids outlive the backward anyway (the stage holds
             # them): keep a reference, not a [rows, d] copy.
             ctx.mask_rows = keep
-            return x.mul(_factor(keep.gather())).mul_(scale)
+            return _masked(x, keep.gather(), scale)
         if keep is None:
             keep = draw_keep(x.shape, p, generator=generator, device=x.device)
         ctx.save_for_backward(keep)
-        return x.mul(_factor(keep)).mul_(scale)
+        return _masked(x, keep, scale)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
         keep = ctx.mask_rows.gather() if ctx.mask_rows is not None else ctx.saved_tensors[0]
-        return grad.mul(_factor(keep)).mul_(ctx.scale), None, None, None
+        return _masked(grad, keep, ctx.scale), None, None, None, None
+
+
+def _masked(x: Tensor, keep: Tensor, scale: float) -> Tensor:
+    """``x * keep * scale``: one pass when ``scale`` is 1 (folded elsewhere), two else."""
+    out = x.mul(_factor(keep))
+    return out if scale == 1.0 else out.mul_(scale)
 
 
 def _factor(keep: Tensor) -> Tensor:
@@ -84,10 +93,29 @@ def _factor(keep: Tensor) -> Tensor:
     return keep.view(torch.uint8) if keep.dtype == torch.bool else keep
 
 
+def dropout_scale(p: float, training: bool) -> float:
+    """The factor ``1 / (1 - p)`` of the kept entries of inverted dropout (1 when
+    dropout is off): what a caller of ``dropout(..., scaled=False)`` multiplies into
+    the linear map that follows."""
+    return 1.0 / (1.0 - p) if training and p != 0.0 else 1.0
+
+
+def scaled_weight(weight: Tensor, scale: float) -> Tensor:
+    """``weight * scale`` (``weight`` itself when ``scale`` is 1): folding dropout's
+    ``1 / (1 - p)`` into a [in, out] weight costs in x out values instead of a pass
+    over every dropped entry, forward and backward."""
+    return weight if scale == 1.0 else weight * scale
+
+
 def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None = None,
-            generator: torch.Generator | None = None) -> Tensor:
+            generator: torch.Generator | None = None, *, scaled: bool = True) -> Tensor:
     """Inverted dropout: each entry is zeroed with probability ``p`` and the others are
     scaled by ``1 / (1 - p)``, the same distribution as ``F.dropout``.
+
+    ``scaled=False`` leaves the kept entries unscaled: the caller multiplies
+    :func:`dropout_scale` into the linear map that follows (:func:`scaled_weight`), so
+    that dropout is one multiply by the mask forward and one backward, not two each
+    (on a pipeline stage's chunk they run over every own and halo row it reads).
 
     ``keep`` (bool, True = kept, or the :class:`MaskRows` of a larger mask) is the mask
     to apply when the caller drew it (one mask per row shared by every reader of the
@@ -111,13 +139,14 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     """
     if not training or p == 0.0:
         return x
+    scale = dropout_scale(p, training) if scaled else 1.0
     if not x.requires_grad:
         if keep is None:
             keep = draw_keep(x.shape, p, generator=generator, device=x.device)
         elif isinstance(keep, MaskRows):
             keep = keep.gather()
-        return x.mul(_factor(keep)).mul_(1.0 / (1.0 - p))
-    return _Dropout.apply(x, p, keep, generator)
+        return _masked(x, keep, scale)
+    return _Dropout.apply(x, p, keep, generator, scale)
 
 
 class GNNLayer(nn.Module):
@@ -209,8 +238,9 @@ class GCNLayer(_DenseWeightLayer):
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
-        h = dropout(h_local, self.dropout, self.training, keep)
-        out = _aggregate_linear(h, ops, self.weight, "gcn", self.bias)
+        h = dropout(h_local, self.dropout, self.training, keep, scaled=False)
+        weight = scaled_weight(self.weight, dropout_scale(self.dropout, self.training))
+        out = _aggregate_linear(h, ops, weight, "gcn", self.bias)
         # ``out`` is a fresh tensor that no backward needs: ReLU may overwrite it.
         return F.relu(out, inplace=True) if self.activation else out
 
@@ -231,8 +261,9 @@ class SAGELayer(_ActivatedLayer):
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
-        h = dropout(h_local, self.dropout, self.training, keep)
-        out = _sage_conv(h, ops, self.weight_self, self.weight_nbr, self.bias)
+        h = dropout(h_local, self.dropout, self.training, keep, scaled=False)
+        s = dropout_scale(self.dropout, self.training)
+        out = _sage_conv(h, ops, scaled_weight(self.weight_self, s), scaled_weight(self.weight_nbr, s), self.bias)
         return F.relu(out, inplace=True) if self.activation else out
 
 
@@ -276,9 +307,13 @@ class GCNIILayer(GNNLayer):
                 keep: Tensor | None = None) -> Tensor:
         if h0 is None:
             raise ValueError("GCNIILayer needs h0 (the input projection's output for the own rows)")
-        h = dropout(h_local, self.dropout, self.training, keep)
+        h = dropout(h_local, self.dropout, self.training, keep, scaled=False)
+        agg = ops.aggregate(h, "gcn")
+        s = dropout_scale(self.dropout, self.training)
+        if s != 1.0:  # dropout's 1 / (1 - p), on the own rows rather than every row read
+            agg = agg * s
         # (1-alpha) A_hat h + alpha h0 in one pass.
-        support = torch.lerp(ops.aggregate(h, "gcn"), h0, self.alpha)
+        support = torch.lerp(agg, h0, self.alpha)
         # (1-beta) support + beta support W in one fused kernel.
         out = torch.addmm(support, support, self.weight, beta=1.0 - self.beta, alpha=self.beta)
         return F.relu(out, inplace=True) if self.activation else out
@@ -318,8 +353,10 @@ class ResGCNPlusLayer(GNNLayer):
                 keep: Tensor | None = None) -> Tensor:
         if self.first:
             return _sage_conv(h_local, ops, self.weight_self, self.weight_nbr, self.bias)
-        z = dropout(F.relu(self.norm(h_local)), self.dropout, self.training, keep)
-        return _sage_conv(z, ops, self.weight_self, self.weight_nbr, self.bias) + h_local[: ops.num_own]
+        z = dropout(F.relu(self.norm(h_local)), self.dropout, self.training, keep, scaled=False)
+        s = dropout_scale(self.dropout, self.training)
+        conv = _sage_conv(z, ops, scaled_weight(self.weight_self, s), scaled_weight(self.weight_nbr, s), self.bias)
+        return conv + h_local[: ops.num_own]
 
     def extra_repr(self) -> str:
         return f"in_dim={self.in_dim}, out_dim={self.out_dim}, first={self.first}"
@@ -337,6 +374,7 @@ class MLPLayer(_DenseWeightLayer):
                 keep: Tensor | None = None) -> Tensor:
         if keep is not None:
             keep = keep.head(ops.num_own) if isinstance(keep, MaskRows) else keep[: ops.num_own]
-        h = dropout(h_local[: ops.num_own], self.dropout, self.training, keep)
-        out = h @ self.weight if self.bias is None else torch.addmm(self.bias, h, self.weight)
+        h = dropout(h_local[: ops.num_own], self.dropout, self.training, keep, scaled=False)
+        weight = scaled_weight(self.weight, dropout_scale(self.dropout, self.training))
+        out = h @ weight if self.bias is None else torch.addmm(self.bias, h, weight)
         return F.relu(out, inplace=True) if self.activation else out

@@ -272,13 +272,14 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
             lambda: buf.index_add_(0, idx, buf[idx])) / (2.0 * n * h * 4)
         from gnnpipe.models.layers import dropout
 
+        # As the layers call it: the mask alone, its 1 / (1 - p) folded into their weights.
         figures["dropout_s_per_value"] = min_time_s(
-            lambda: dropout(a, 0.5, True).backward(g)) / (n * h)
+            lambda: dropout(a, 0.5, True, scaled=False).backward(g)) / (n * h)
         from gnnpipe.models.masks import MaskRows
 
         keep = torch.rand(n, h, device=dev) >= 0.5  # a stage's rows of its layer's mask, as it applies them
         figures["mask_apply_s_per_value"] = min_time_s(
-            lambda: dropout(a, 0.5, True, MaskRows(keep, idx)).backward(g)) / (n * h)
+            lambda: dropout(a, 0.5, True, MaskRows(keep, idx), scaled=False).backward(g)) / (n * h)
         rows, saved, saved_halo, one_thread = {}, {}, {}, {}
         halo_ops = _halo_ops(dev)
         for kind in kinds:

@@ -334,3 +334,64 @@ def test_dropout_with_mask_rows_saves_no_gathered_copy_and_equals_the_gathered_m
     y2 = dropout(x2, 0.5, True, mask[ids])
     y2.backward(g)
     assert torch.equal(y.detach(), y2.detach()) and torch.equal(x.grad, x2.grad)
+
+
+@pytest.mark.parametrize("kind,d_in,d_out,l", CASES)
+def test_folded_dropout_scale_equals_inverted_dropout(graph, whole_ops, kind, d_in, d_out, l):
+    # Layers apply the mask alone and fold 1 / (1 - p) into the linear map that follows
+    # (dropout(..., scaled=False), scaled_weight): output and every gradient must equal
+    # those of the explicit x * keep / (1 - p) (ResGCN+ drops after its norm and ReLU).
+    from gnnpipe.models.layers import _sage_conv
+
+    p = 0.3
+    layer = make_layer(kind, d_in, d_out, l, p).to(DT)
+    _perturb_(layer, 3)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(graph.num_nodes, d_in, generator=gen, dtype=DT)
+    h0 = torch.randn(graph.num_nodes, d_out, generator=gen, dtype=DT) if kind == "gcnii" else None
+    keep = torch.rand(graph.num_nodes, d_in, generator=gen) >= p
+    g_out = torch.randn(graph.num_nodes, d_out, generator=gen, dtype=DT)
+
+    def run(train: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        layer.zero_grad()
+        xi = x.clone().requires_grad_(True)
+        layer.train(train)
+        if train:
+            out = layer(xi, whole_ops, h0, keep)
+        elif kind == "resgcn+" and l > 1:
+            z = torch.relu(layer.norm(xi)) * keep / (1 - p)
+            out = _sage_conv(z, whole_ops, layer.weight_self, layer.weight_nbr, layer.bias) + xi
+        elif kind == "resgcn+":
+            out = layer(xi, whole_ops)  # the first block is the bare conv: no dropout
+        else:
+            out = layer(xi * keep / (1 - p), whole_ops, h0)
+        out.backward(g_out)
+        return out.detach(), [xi.grad] + [q.grad.clone() for q in layer.parameters()]
+
+    got, got_grads = run(True)
+    want, want_grads = run(False)
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+    for a, b in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
+
+
+def test_classifier_and_input_projection_fold_the_dropout_scale():
+    from gnnpipe.models.masks import draw_keep
+    from gnnpipe.models.model import Classifier, InputProjection
+
+    p = 0.4
+    gen = torch.Generator().manual_seed(2)
+    h = torch.randn(25, 6, generator=gen, dtype=DT)
+    keep = torch.rand(25, 6, generator=gen) >= p
+    clf = Classifier(6, 3, dropout=p).to(DT)
+    clf.train()
+    got = clf(h, keep)
+    clf.eval()
+    torch.testing.assert_close(got, clf(h * keep / (1 - p)), rtol=RTOL, atol=ATOL)
+
+    proj = InputProjection(6, 4, dropout=p).to(DT)
+    proj.train()
+    got = proj(h, generator=torch.Generator().manual_seed(7))
+    drawn = draw_keep(h.shape, p, generator=torch.Generator().manual_seed(7))
+    proj.eval()
+    torch.testing.assert_close(got, proj(h * drawn / (1 - p)), rtol=RTOL, atol=ATOL)
