@@ -123,13 +123,16 @@ def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device) 
 def _saved_bytes(layer: Any, x: torch.Tensor, ops: Any, h0: torch.Tensor | None) -> int:
     """Bytes of the storages autograd keeps for the backward of one call of ``layer``
     (its input ``x`` and ``h0`` excluded: the caller holds those; so are its
-    parameters, which are not per row)."""
+    parameters and tensors of a parameter's shape, such as a weight with dropout's
+    ``1 / (1 - p)`` folded in: they are not per row)."""
     seen: dict[int, int] = {}
     params = {p.data_ptr() for p in layer.parameters()}
+    param_shapes = {tuple(p.shape) for p in layer.parameters()}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         ptr = t.untyped_storage().data_ptr()
-        if t.numel() > 1 and ptr not in (x.data_ptr(), getattr(h0, "data_ptr", int)()) and ptr not in params:
+        if (t.numel() > 1 and ptr not in (x.data_ptr(), getattr(h0, "data_ptr", int)()) and ptr not in params
+                and tuple(t.shape) not in param_shapes):
             seen[ptr] = t.untyped_storage().nbytes()
         return t
 
