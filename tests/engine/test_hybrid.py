@@ -76,7 +76,7 @@ def test_hybrid_way_holds_its_block_and_the_rows_it_reads(hyb2, i):
         assert all(s[0] == rows.numel() for s in shapes.values())
         # Its gradient buffers cover only the rows a read gives a gradient: the rows its
         # chunks read outside themselves, and the rows of its block other ways read.
-        grad_rows, grad_shapes = res["grad_rows"]
+        grad_rows, grad_shapes, distinct = res["grad_rows"]
         read_by_others = torch.cat([chunked.plans[k].halo_global_nid for w, b in enumerate(blocks)
                                     if w != way for k in b])
         mine = read_by_others[(read_by_others >= r0) & (read_by_others < r1)]
@@ -85,6 +85,11 @@ def test_hybrid_way_holds_its_block_and_the_rows_it_reads(hyb2, i):
         row_of[rows] = torch.arange(rows.numel())
         assert torch.equal(grad_rows, torch.sort(row_of[expected]).values)
         assert all(s[0] == grad_rows.numel() for s in grad_shapes.values())
+        # One chunk per way (C = W): no gradient outlives its layer, one buffer per
+        # width serves every layer; else each layer has its own.
+        widths = {s[1] for s in grad_shapes.values()}
+        one_each = all(len(b) == 1 for b in blocks)
+        assert distinct == (len(widths) if one_each else len(grad_shapes))
         seen.add(way)
     assert seen == set(range(ways))
 

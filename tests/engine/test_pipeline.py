@@ -137,7 +137,8 @@ def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[st
             "way_rows": None if stage is None else (stage.way, stage.rows.way_rows.clone(),
                                                     {l: tuple(b.shape) for l, b in stage.B.items()}),
             "grad_rows": None if stage is None else (stage.grad_rows.rows.clone(),
-                                                     {l: tuple(g.shape) for l, g in stage.G.items()}),
+                                                     {l: tuple(g.shape) for l, g in stage.G.items()},
+                                                     len({g.data_ptr() for g in stage.G.values()})),
             "arena_bytes": None if stage is None else stage.arena.reserved_bytes}
 
 
