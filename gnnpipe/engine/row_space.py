@@ -154,7 +154,7 @@ class GradRows:
         return (self.capacity if self.capacity >= 0 else self.n_slots) + int(self.trash)
 
 
-def _own_slot_lists(needed: Tensor, slot_rows: Tensor, plans: Sequence, chunks: Sequence[int], r0: int,
+def _own_slot_lists(needed: Tensor, plans: Sequence, chunks: Sequence[int], r0: int,
                     device: torch.device) -> tuple[dict[int, slice], dict[int, Tensor | None]]:
     """``own_slots`` and ``own_pos`` of :class:`GradRows` for the chunks ``chunks``."""
     before = torch.cumsum(needed, 0) - needed.to(torch.int64)  # slots of the rows before each row
@@ -185,7 +185,7 @@ def build_grad_rows(plans: Sequence, blocks: Sequence[Sequence[int]], rows: WayR
     slot_of = torch.full((rows.n_rows,), -1, dtype=torch.int64)
     slot_of[slot_rows] = torch.arange(slot_rows.numel())
     halo_slot = {k: slot_of[rows.row_of[plans[k].halo_global_nid]].to(device) for k in mine}
-    own_slots, own_pos = _own_slot_lists(needed, slot_rows, plans, mine, rows.r0, device)
+    own_slots, own_pos = _own_slot_lists(needed, plans, mine, rows.r0, device)
     return GradRows(rows=slot_rows, slot_of=slot_of, halo_slot=halo_slot, own_slots=own_slots, own_pos=own_pos,
                     capacity=int(slot_rows.numel()))
 
@@ -196,7 +196,8 @@ class EpochGradPlan:
     (module docstring), as data: :meth:`for_order` builds one epoch's :class:`GradRows`.
 
     Shapes: halo_rows, halo_src, halo_reader int64 [sum of num_halo] (each halo read:
-    its row, the chunk owning the row, the chunk reading it); halo_offsets int64 [C+1].
+    its row, the chunk owning the row, the chunk reading it); ``halo_offsets`` C + 1
+    ints: chunk ``chunks[i]``'s reads are entries ``halo_offsets[i]:halo_offsets[i+1]``.
     """
 
     plans: tuple
@@ -228,7 +229,7 @@ class EpochGradPlan:
         read_slot = torch.where(fresh, slot_of[self.halo_rows], self.capacity)
         o = self.halo_offsets
         halo_slot = {k: read_slot[o[i]:o[i + 1]].to(self.device) for i, k in enumerate(self.chunks)}
-        own_slots, own_pos = _own_slot_lists(needed, slot_rows, self.plans, self.chunks, 0, self.device)
+        own_slots, own_pos = _own_slot_lists(needed, self.plans, self.chunks, 0, self.device)
         return GradRows(rows=slot_rows, slot_of=slot_of, halo_slot=halo_slot, own_slots=own_slots,
                         own_pos=own_pos, capacity=self.capacity, trash=True)
 

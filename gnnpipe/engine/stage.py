@@ -65,6 +65,7 @@ from torch import Tensor
 
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import Encoded, EpochState
+from gnnpipe.engine.grad_buffers import GradBuffers
 from gnnpipe.engine.row_space import (build_epoch_grad_plan, build_exchange_plan, build_grad_rows, build_row_space,
                                       exchange_in_slots)
 from gnnpipe.engine.saved_arena import SavedArena
@@ -142,16 +143,14 @@ class Stage:
         self.exchange: WayExchange | None = None
         # The rows of G_l: per epoch from the order in pipeline mode, fixed in hybrid
         # (where a row's gradient may come from another way at the same step).
-        self.epoch_grad_plan = None
+        grad_static = grad_plan = None
         if self.num_ways > 1:
             plan = build_exchange_plan(self.plans, self.blocks, self.rows, self.num_nodes, self.device)
-            self.grad_rows = build_grad_rows(self.plans, self.blocks, self.rows, plan, self.device)
+            grad_static = build_grad_rows(self.plans, self.blocks, self.rows, plan, self.device)
             self.exchange = WayExchange(plan, layout, ctx.rank, ctx.comm,
-                                        grad_plan=exchange_in_slots(plan, self.grad_rows))
-            g_rows = self.grad_rows.buffer_rows
+                                        grad_plan=exchange_in_slots(plan, grad_static))
         else:
-            self.epoch_grad_plan = build_epoch_grad_plan(self.plans, self.rows, self.device)
-            g_rows = self.epoch_grad_plan.capacity + 1
+            grad_plan = build_epoch_grad_plan(self.plans, self.rows, self.device)
         if self.first:
             self.x = model_input(model, self.rows.rows_of(g.features), device=self.device, dtype=self.dtype)
         if self.last:
@@ -173,25 +172,18 @@ class Stage:
         self.B = {l: torch.zeros(n_rows, self.dims[l - 1], device=self.device, dtype=self.dtype)
                   for l in self.buffered}
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
-        # With one chunk per way (C = W: every way's chunk runs at step 0) a row's
-        # gradient is complete within its layer's backward: every read of it is fresh
-        # and back-propagated at that step, the exchange then hands it to its owner.
-        # Nothing in G_l outlives the layer, so all layers share one buffer per width,
-        # zeroed after each use (on the 200k GCN-32 hybrid default, 31 layers' G_l).
-        self.shared_grads = self.num_ways > 1 and all(len(b) == 1 for b in self.blocks)
-        widths = {b.shape[1] for b in self.B.values()}
-        shared = {d: torch.zeros(g_rows, d, device=self.device, dtype=self.dtype) for d in widths} \
-            if self.shared_grads else {}
-        self.G = {l: shared[b.shape[1]] if self.shared_grads
-                  else torch.zeros(g_rows, b.shape[1], device=self.device, dtype=self.dtype)
-                  for l, b in self.B.items()}
+        self.grads = GradBuffers({l: self.dims[l - 1] for l in self.buffered}, grad_static, grad_plan,
+                                 shared=self.num_ways > 1 and all(len(b) == 1 for b in self.blocks),
+                                 device=self.device, dtype=self.dtype)
+        self.G = self.grads.G
         # What the layers save for their backward, out of the heap (saved_arena); by
         # epoch parity too when a chunk's next forward may run before its backward.
         self.arena = SavedArena(self.device)
         self.arena_parity = int(pc.cross_epoch_chunks) > 0
         logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s "
                     "(%d rows, gradients of %d)", self.rank, self.way, self.num_ways, self.stage,
-                    layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, n_rows, g_rows)
+                    layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, n_rows,
+                    self.grads.num_rows)
 
     def _owns(self, name: str) -> bool:
         if name.startswith("encode."):
@@ -223,10 +215,7 @@ class Stage:
         elif self.period != 1:
             for l in self.buffered:
                 self.B[l].copy_(self.snap[l])
-        for G in {id(G): G for G in self.G.values()}.values():  # shared buffers once
-            G.zero_()
-        if self.epoch_grad_plan is not None:
-            self.grad_rows = self.epoch_grad_plan.for_order(st.step_of)
+        self.grads.begin_epoch(st.step_of)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         if not st.begun:
@@ -415,7 +404,7 @@ class Stage:
             g_out = buf[:, :d_out]
             g_h0_next = buf[:, d_out:] if self.needs_h0 else None
         g_in = None
-        gr = self.grad_rows
+        gr = self.grads.rows
         own_slots, own_pos = gr.own_slots[k], gr.own_pos[k]
         # step(j) <= t: written earlier this epoch (or by another way at step t). Stale
         # reads are constants: their gradient is dropped (factor 0; with per-epoch slots
@@ -454,8 +443,7 @@ class Stage:
                 g_in.add_(G[own_slots])
             elif own_pos.numel():
                 g_in.index_add_(0, own_pos, G[own_slots])
-            if self.shared_grads:
-                G.zero_()  # the next layer's G_l
+            self.grads.done_with(G)
             g_out = g_in
         # h0 of GCNII: this stage's layers' gradient plus what the next stages sent.
         g_h0 = None

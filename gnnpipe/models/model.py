@@ -33,7 +33,8 @@ from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import ConfigError
 from gnnpipe.kernels.sparse_input import sparse_linear
 
-from .layers import GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout, dropout_scale, scaled_weight
+from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout, dropout_scale,
+                     scaled_weight)
 
 __all__ = ["MODEL_NAMES", "InputProjection", "Classifier", "DeepGNN", "build_model", "model_input"]
 

@@ -136,7 +136,7 @@ def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[st
             "calls": recorder.calls if recorder is not None else None,
             "way_rows": None if stage is None else (stage.way, stage.rows.way_rows.clone(),
                                                     {l: tuple(b.shape) for l, b in stage.B.items()}),
-            "grad_rows": None if stage is None else (stage.grad_rows.rows.clone(),
+            "grad_rows": None if stage is None else (stage.grads.rows.rows.clone(),
                                                      {l: tuple(g.shape) for l, g in stage.G.items()},
                                                      len({g.data_ptr() for g in stage.G.values()})),
             "arena_bytes": None if stage is None else stage.arena.reserved_bytes}
