@@ -197,11 +197,13 @@ class StageRunner:
         with torch.no_grad():
             for n, p in st.owned.items():
                 p.copy_(state["params"][n])
+            # A block-only B_l (one chunk per way) takes the block rows, the first of the
+            # row space, of a checkpoint that kept all of them.
             for l, b in st.B.items():
-                b.copy_(state["B"][l])
+                b.copy_(state["B"][l][: b.shape[0]])
             if st.snap is not st.B:
                 for l, b in st.snap.items():
-                    b.copy_(state["snap"][l])
+                    b.copy_(state["snap"][l][: b.shape[0]])
         st.optimizer.load_state_dict(state["optimizer"])
         self.epochs_done = int(state["epochs_done"])
 

@@ -169,8 +169,23 @@ class Stage:
         self.unbiased = bool(pc.unbiased_scale)
         # Historical buffers, filled by the history start before the first epoch.
         n_rows = self.rows.n_rows
-        self.B = {l: torch.zeros(n_rows, self.dims[l - 1], device=self.device, dtype=self.dtype)
+        # With one chunk per way (C = W) a row of another way is read only at the step it
+        # arrives (every read is fresh): B_l keeps the way's block, and the rows received
+        # from other ways land in one buffer per width shared by the layers (on the
+        # 200k-vertex GCN-32 hybrid default, one instead of 31 layers' worth).
+        self.one_chunk_per_way = self.num_ways > 1 and all(len(b) == 1 for b in self.blocks)
+        nb = self.rows.n_block
+        n_kept = nb if self.one_chunk_per_way else n_rows
+        self.B = {l: torch.zeros(n_kept, self.dims[l - 1], device=self.device, dtype=self.dtype)
                   for l in self.buffered}
+        self.foreign: dict[int, tuple[Tensor, int]] = {}
+        if self.one_chunk_per_way:
+            by_width = {d: torch.zeros(n_rows - nb, d, device=self.device, dtype=self.dtype)
+                        for d in {self.dims[l - 1] for l in self.buffered}}
+            self.foreign = {l: (by_width[self.dims[l - 1]], nb) for l in self.buffered}
+            # A chunk's local rows: its own (the whole block), then its halo, all foreign.
+            self.foreign_ids = {k: self.local_ids[k][self.plans[k].num_own:] - nb for k in self.my_chunks}
+            self.own_ids = {k: self.local_ids[k][:self.plans[k].num_own] for k in self.my_chunks}
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
         self.grads = GradBuffers({l: self.dims[l - 1] for l in self.buffered}, grad_static, grad_plan,
                                  shared=self.num_ways > 1 and all(len(b) == 1 for b in self.blocks),
@@ -298,7 +313,8 @@ class Stage:
     def idle_forward(self, st: EpochState, t: int) -> None:
         """Hybrid: a way with no chunk at step t still serves the other ways' reads."""
         for l in self.buffered:
-            self.exchange.rows(self.B[l], st.orders, t, None, "halo_rows", st.timer.timed)  # type: ignore[union-attr]
+            self.exchange.rows(self.B[l], st.orders, t, None, "halo_rows", st.timer.timed,  # type: ignore[union-attr]
+                               self.foreign.get(l))
 
     def idle_backward(self, st: EpochState, t: int) -> None:
         for l in reversed(self.buffered):
@@ -343,9 +359,13 @@ class Stage:
                 if out is not None:
                     shared += share_saved_output(saved, out, self.B[l][own])
                 if self.exchange is not None:
-                    self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed)
+                    self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed, self.foreign.get(l))
                 alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
-                h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt)
+                if self.foreign:
+                    h_local, sink = gather_rows(self.B[l], self.own_ids[k],
+                                                extra=(self.foreign[l][0], self.foreign_ids[k]))
+                else:
+                    h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt)
             saved = []
             keep = self._keep(st, l, layer.input_dropout, self.dims[l - 1], self.local_ids[k])
             weights = None if stash is None else module_stash(stash, f"layers.{i}")

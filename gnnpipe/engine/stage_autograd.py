@@ -35,8 +35,15 @@ class _GatherRows(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, token: Tensor, buf: Tensor, local_ids: Tensor, sink: list,  # type: ignore[override]
-                alt: tuple[Tensor, Tensor] | None) -> Tensor:
+                alt: tuple[Tensor, Tensor] | None, extra: tuple[Tensor, Tensor] | None) -> Tensor:
         ctx.sink = sink
+        if extra is not None:  # rows after these from a second buffer
+            other, other_ids = extra
+            n = local_ids.numel()
+            out = buf.new_empty((n + other_ids.numel(), buf.shape[1]))
+            torch.index_select(buf, 0, local_ids, out=out[:n])
+            torch.index_select(other, 0, other_ids, out=out[n:])
+            return out
         out = buf.index_select(0, local_ids)
         if alt is not None:  # rows taken from another buffer (cross-epoch: the history)
             alt_buf, pos = alt
@@ -44,20 +51,22 @@ class _GatherRows(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None, None]:  # type: ignore[override]
         ctx.sink.append(grad)
-        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None, None
+        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None, None, None
 
 
-def gather_rows(buf: Tensor, local_ids: Tensor,
-                alt: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, list]:
+def gather_rows(buf: Tensor, local_ids: Tensor, alt: tuple[Tensor, Tensor] | None = None,
+                extra: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, list]:
     """``(h_local, sink)``: see :class:`_GatherRows`; after the backward through the
     layer, ``sink`` holds the gradient of ``h_local`` (empty when none flowed).
     ``alt = (other, pos)``: the rows at positions ``pos`` of ``h_local`` come from
-    ``other`` instead of ``buf``."""
+    ``other`` instead of ``buf``. ``extra = (other, ids)``: ``h_local`` is
+    ``buf[local_ids]`` followed by ``other[ids]`` (a way's own rows, then the rows it
+    received from other ways, kept apart: :class:`~gnnpipe.engine.stage.Stage`)."""
     sink: list = []
     token = torch.zeros((), dtype=buf.dtype, device=buf.device, requires_grad=True)
-    return _GatherRows.apply(token, buf, local_ids, sink, alt), sink
+    return _GatherRows.apply(token, buf, local_ids, sink, alt, extra), sink
 
 
 def saved_holder(holders: list[list[Tensor]]) -> Any:

@@ -50,7 +50,7 @@ def exact_forward(stage: Stage, timer: StageTimer, capture: bool) -> Tensor | No
                 # All rows of the way's block that other ways read, at once.
                 stage.exchange.block(h, timer.timed)
             if capture and l >= 2:
-                stage.snap[l].copy_(h)
+                stage.snap[l].copy_(h[: stage.snap[l].shape[0]])  # one chunk per way: the block
             out = torch.zeros(n_rows, stage.dims[l], device=dev, dtype=dt)
             for k in stage.my_chunks:
                 own = stage.own[k]

@@ -47,11 +47,14 @@ class WayExchange:
         return o[t] if t < len(o) else None
 
     def rows(self, buf: Tensor, orders: Sequence[Sequence[int]], t: int, my_chunk: int | None,
-             kind: str, timed: Callable[..., Any]) -> None:
+             kind: str, timed: Callable[..., Any], foreign: tuple[Tensor, int] | None = None) -> None:
         """Forward exchange at step ``t``: send the rows of ``my_chunk`` (None on an
-        idle step) that each other way reads, receive theirs into ``buf``.
+        idle step) that each other way reads, receive theirs into ``buf``, or with
+        ``foreign = (F, n_block)`` into ``F`` (row ``r`` of the row space at ``r -
+        n_block``: a buffer of the other ways' rows only).
 
-        Shapes: buf [n_rows, d] (B_l, in the way's row space)."""
+        Shapes: buf [n_rows, d] (B_l, in the way's row space; [n_block, d] with
+        ``foreign``); F [n_rows - n_block, d]."""
         sends, recvs, places = {}, {}, []
         for w, peer in self.peers.items():
             if my_chunk is not None:
@@ -64,7 +67,10 @@ class WayExchange:
                 places.append((rows, r))
         timed(self.comm.exchange, sends, recvs, kind)
         for rows, r in places:
-            buf.index_copy_(0, rows, r)
+            if foreign is None:
+                buf.index_copy_(0, rows, r)
+            else:
+                foreign[0].index_copy_(0, rows - foreign[1], r)
 
     def grads(self, G: Tensor, orders: Sequence[Sequence[int]], t: int, my_chunk: int | None,
               timed: Callable[..., Any]) -> None:

@@ -41,8 +41,8 @@ stage read halo rows); a stage keeps ``B_l`` (and the snapshot when R > 1) over 
 way's rows and ``G_l`` over the rows a read can give a gradient for each buffered
 layer (pipeline: the chunking's boundary rows but the smallest chunk's,
 ``CutStats.boundary``, the per-epoch slots' capacity; hybrid: its way's share of the
-boundary plus the rows it reads from other ways, one buffer for all layers when C = W),
-``h0``
+boundary plus the rows it reads from other ways; with C = W one buffer for all layers,
+and ``B_l`` over the block only, the other ways' rows in one buffer too), ``h0``
 (GCNII) and its gradient, and the saved values of every chunk between its forward and
 its backward; plus :data:`TRANSIENT_ROWS` rows of width H in flight.
 
@@ -354,11 +354,14 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
     best = 0.0
     for s, (a, b) in enumerate(_ranges(split)):
         buffered = range(max(a, 2), b + 1)
-        bufs = sum(copies * rows * m.dims[l - 1] * _E for l in buffered)
-        if ways > 1 and chunks == ways:  # one chunk per way: one G_l shared by the layers
-            bufs += grad_rows * max((m.dims[l - 1] for l in buffered), default=0) * _E
+        widest = max((m.dims[l - 1] for l in buffered), default=0)
+        if ways > 1 and chunks == ways:
+            # One chunk per way: B_l keeps the block, the rows of other ways share one
+            # buffer, and so do the layers' G_l.
+            bufs = sum(copies * own_rows * m.dims[l - 1] * _E for l in buffered)
+            bufs += (rows - own_rows + grad_rows) * widest * _E
         else:
-            bufs += sum(grad_rows * m.dims[l - 1] * _E for l in buffered)
+            bufs = sum((copies * rows + grad_rows) * m.dims[l - 1] * _E for l in buffered)
         acts = sum((saved * own_rows * m.dims[l] + halo_saved * m.dims[l - 1]) * _E for l in range(a, b + 1))
         h0 = 2.0 * rows * m.h0_dim * _E if m.needs_h0 else 0.0
         extra = _encode_bytes(p, m, g, rows) if s == 0 else 0.0
