@@ -15,7 +15,9 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
   pipeline mode the rows of each chunk that a later chunk of the epoch's order reads,
   assigned per epoch (``EpochGradPlan``); in hybrid the halo rows of the way's chunks
   and the rows other ways read (one buffer shared by the layers when every way has
-  one chunk: then no gradient outlives its layer's backward). ``B_l``
+  one chunk: then no gradient outlives its layer's backward, and no row of another way
+  is read after the step it arrives, so ``B_l`` keeps only the way's block and those
+  rows land in one buffer shared by the layers). ``B_l``
   starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed from
   ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy). Layer 1
   of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of the
