@@ -42,7 +42,7 @@ class GradBuffers:
         self.epoch_plan = epoch_plan
         self.rows: GradRows | None = static
         self.shared = shared
-        n = static.buffer_rows if static is not None else epoch_plan.capacity + 1  # type: ignore[union-attr]
+        n = (static if static is not None else epoch_plan).buffer_rows  # type: ignore[union-attr]
         self.num_rows = n
         by_width = {d: torch.zeros(n, d, device=device, dtype=dtype) for d in set(widths.values())} \
             if shared else {}

@@ -198,12 +198,14 @@ class StageRunner:
             for n, p in st.owned.items():
                 p.copy_(state["params"][n])
             # A block-only B_l (one chunk per way) takes the block rows, the first of the
-            # row space, of a checkpoint that kept all of them.
+            # row space, of a checkpoint that kept all of them; any other shape mismatch
+            # still fails the copy.
+            rows = slice(0, st.rows.n_block) if st.one_chunk_per_way else slice(None)
             for l, b in st.B.items():
-                b.copy_(state["B"][l][: b.shape[0]])
+                b.copy_(state["B"][l][rows])
             if st.snap is not st.B:
                 for l, b in st.snap.items():
-                    b.copy_(state["snap"][l][: b.shape[0]])
+                    b.copy_(state["snap"][l][rows])
         st.optimizer.load_state_dict(state["optimizer"])
         self.epochs_done = int(state["epochs_done"])
 

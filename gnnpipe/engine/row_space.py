@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["WayRowSpace", "WayExchangePlan", "GradRows", "EpochGradPlan", "build_row_space",
-           "build_exchange_plan", "build_grad_rows", "build_epoch_grad_plan", "exchange_in_slots"]
+           "boundary_rows", "build_exchange_plan", "build_grad_rows", "build_epoch_grad_plan", "exchange_in_slots"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,17 @@ def build_exchange_plan(plans: Sequence, blocks: Sequence[Sequence[int]], rows: 
     return WayExchangePlan(send_rows=send_rows, recv_rows=recv_rows)
 
 
+def boundary_rows(plans: Sequence, num_nodes: int) -> tuple[int, ...]:
+    """Per chunk, its rows that at least one other chunk reads (the union of the other
+    chunks' halos within it).
+
+    Shapes: plans of contiguous chunks over ``num_nodes`` global rows."""
+    read = torch.zeros(num_nodes, dtype=torch.bool)
+    for p in plans:
+        read[p.halo_global_nid] = True
+    return tuple(int(read[p.row_start:p.row_end].sum()) for p in plans)
+
+
 @dataclass(frozen=True)
 class GradRows:
     """The gradient slots of one way (module docstring): slot ``s`` is row-space row
@@ -141,7 +152,7 @@ class GradRows:
     halo_slot: dict[int, Tensor]
     own_slots: dict[int, slice]
     own_pos: dict[int, Tensor | None]
-    capacity: int = -1
+    capacity: int
     trash: bool = False
 
     @property
@@ -151,7 +162,7 @@ class GradRows:
     @property
     def buffer_rows(self) -> int:
         """Rows of a ``G_l``: the capacity, plus the trash slot."""
-        return (self.capacity if self.capacity >= 0 else self.n_slots) + int(self.trash)
+        return self.capacity + int(self.trash)
 
 
 def _own_slot_lists(needed: Tensor, plans: Sequence, chunks: Sequence[int], r0: int,
@@ -210,6 +221,11 @@ class EpochGradPlan:
     capacity: int
     device: torch.device
 
+    @property
+    def buffer_rows(self) -> int:
+        """Rows of a ``G_l``: the capacity, plus the trash slot."""
+        return self.capacity + 1
+
     def for_order(self, step_of: Tensor) -> GradRows:
         """The slots of an epoch whose chunk ``k`` runs at step ``step_of[k]``: a row of
         chunk j has one when a chunk at a later step reads it (a fresh read); a stale
@@ -249,9 +265,7 @@ def build_epoch_grad_plan(plans: Sequence, rows: WayRowSpace, device: torch.devi
     offsets = [0]
     for k in chunks:
         offsets.append(offsets[-1] + plans[k].num_halo)
-    read = torch.zeros(rows.n_rows, dtype=torch.bool)
-    read[halo_rows] = True
-    boundary = [int(read[plans[k].row_start:plans[k].row_end].sum()) for k in chunks]
+    boundary = boundary_rows(plans, rows.n_rows)
     return EpochGradPlan(plans=tuple(plans), chunks=chunks, n_rows=rows.n_rows, halo_rows=halo_rows,
                          halo_src=halo_src, halo_reader=halo_reader, halo_offsets=tuple(offsets),
                          capacity=sum(boundary) - min(boundary), device=device)

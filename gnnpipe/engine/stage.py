@@ -150,7 +150,7 @@ class Stage:
             plan = build_exchange_plan(self.plans, self.blocks, self.rows, self.num_nodes, self.device)
             grad_static = build_grad_rows(self.plans, self.blocks, self.rows, plan, self.device)
             self.exchange = WayExchange(plan, layout, ctx.rank, ctx.comm,
-                                        grad_plan=exchange_in_slots(plan, grad_static))
+                                        grad_plan=exchange_in_slots(plan, grad_static), n_block=self.rows.n_block)
         else:
             grad_plan = build_epoch_grad_plan(self.plans, self.rows, self.device)
         if self.first:
@@ -180,18 +180,17 @@ class Stage:
         n_kept = nb if self.one_chunk_per_way else n_rows
         self.B = {l: torch.zeros(n_kept, self.dims[l - 1], device=self.device, dtype=self.dtype)
                   for l in self.buffered}
-        self.foreign: dict[int, tuple[Tensor, int]] = {}
+        self.foreign: dict[int, Tensor] = {}
         if self.one_chunk_per_way:
             by_width = {d: torch.zeros(n_rows - nb, d, device=self.device, dtype=self.dtype)
                         for d in {self.dims[l - 1] for l in self.buffered}}
-            self.foreign = {l: (by_width[self.dims[l - 1]], nb) for l in self.buffered}
+            self.foreign = {l: by_width[self.dims[l - 1]] for l in self.buffered}
             # A chunk's local rows: its own (the whole block), then its halo, all foreign.
             self.foreign_ids = {k: self.local_ids[k][self.plans[k].num_own:] - nb for k in self.my_chunks}
             self.own_ids = {k: self.local_ids[k][:self.plans[k].num_own] for k in self.my_chunks}
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
         self.grads = GradBuffers({l: self.dims[l - 1] for l in self.buffered}, grad_static, grad_plan,
-                                 shared=self.num_ways > 1 and all(len(b) == 1 for b in self.blocks),
-                                 device=self.device, dtype=self.dtype)
+                                 shared=self.one_chunk_per_way, device=self.device, dtype=self.dtype)
         self.G = self.grads.G
         # What the layers save for their backward, out of the heap (saved_arena); by
         # epoch parity too when a chunk's next forward may run before its backward.
@@ -363,9 +362,9 @@ class Stage:
                 if self.exchange is not None:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed, self.foreign.get(l))
                 alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
-                if self.foreign:
+                if self.one_chunk_per_way:
                     h_local, sink = gather_rows(self.B[l], self.own_ids[k],
-                                                extra=(self.foreign[l][0], self.foreign_ids[k]))
+                                                extra=(self.foreign[l], self.foreign_ids[k]))
                 else:
                     h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt)
             saved = []

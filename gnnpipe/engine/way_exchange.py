@@ -31,11 +31,14 @@ class WayExchange:
     """
 
     def __init__(self, plan: WayExchangePlan, layout: Layout, rank: int, comm: Any,
-                 grad_plan: WayExchangePlan | None = None) -> None:
+                 grad_plan: WayExchangePlan | None = None, n_block: int = 0) -> None:
         self.plan = plan
         # The same lists in the ids of the gradient buffers (``G_l`` holds only the
         # rows a read can give a gradient: row_space.GradRows); default: row space.
         self.grad_plan = plan if grad_plan is None else grad_plan
+        # The received rows' ids in a buffer of the other ways' rows only (row r of the
+        # row space at r - n_block), for ``rows(..., foreign=)``.
+        self.recv_foreign = {k: r - n_block for k, r in plan.recv_rows.items()}
         self.comm = comm
         self.way = layout.way_of(rank)
         self.blocks = layout.way_blocks()
@@ -47,14 +50,14 @@ class WayExchange:
         return o[t] if t < len(o) else None
 
     def rows(self, buf: Tensor, orders: Sequence[Sequence[int]], t: int, my_chunk: int | None,
-             kind: str, timed: Callable[..., Any], foreign: tuple[Tensor, int] | None = None) -> None:
+             kind: str, timed: Callable[..., Any], foreign: Tensor | None = None) -> None:
         """Forward exchange at step ``t``: send the rows of ``my_chunk`` (None on an
-        idle step) that each other way reads, receive theirs into ``buf``, or with
-        ``foreign = (F, n_block)`` into ``F`` (row ``r`` of the row space at ``r -
-        n_block``: a buffer of the other ways' rows only).
+        idle step) that each other way reads, receive theirs into ``buf``, or into
+        ``foreign``, a buffer of the other ways' rows only (row ``r`` of the row space
+        at ``r - n_block``).
 
         Shapes: buf [n_rows, d] (B_l, in the way's row space; [n_block, d] with
-        ``foreign``); F [n_rows - n_block, d]."""
+        ``foreign``); foreign [n_rows - n_block, d]."""
         sends, recvs, places = {}, {}, []
         for w, peer in self.peers.items():
             if my_chunk is not None:
@@ -64,13 +67,13 @@ class WayExchange:
                 rows = self.plan.recv_rows[k2]
                 r = torch.empty(rows.numel(), buf.shape[1], device=buf.device, dtype=buf.dtype)
                 recvs[peer] = r
-                places.append((rows, r))
+                places.append((k2, r))
         timed(self.comm.exchange, sends, recvs, kind)
-        for rows, r in places:
+        for k2, r in places:
             if foreign is None:
-                buf.index_copy_(0, rows, r)
+                buf.index_copy_(0, self.plan.recv_rows[k2], r)
             else:
-                foreign[0].index_copy_(0, rows - foreign[1], r)
+                foreign.index_copy_(0, self.recv_foreign[k2], r)
 
     def grads(self, G: Tensor, orders: Sequence[Sequence[int]], t: int, my_chunk: int | None,
               timed: Callable[..., Any]) -> None:

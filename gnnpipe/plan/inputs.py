@@ -191,16 +191,12 @@ def graph_stats(graph: Any, *, method: str = "metis", seed: int = 0) -> GraphSta
     def cut_of(k: int) -> CutStats:
         if k <= 1:
             return CutStats(1, (g.num_nodes,), (g.num_edges,), (0,), exact=True)
-        import torch
+        from gnnpipe.engine.row_space import boundary_rows
 
         chunked = chunked_of(k)
         s = chunked.stats
-        read = torch.zeros(g.num_nodes, dtype=torch.bool)
-        for plan in chunked.plans:
-            read[plan.halo_global_nid] = True
-        boundary = tuple(int(read[p.row_start:p.row_end].sum()) for p in chunked.plans)
         return CutStats(k, tuple(s.part_sizes), tuple(s.part_in_edges), tuple(s.halo_sizes), exact=True,
-                        boundary_rows=boundary)
+                        boundary_rows=boundary_rows(chunked.plans, g.num_nodes))
 
     return GraphStats(name=g.name or "graph", num_nodes=g.num_nodes, num_edges=g.num_edges,
                       num_features=int(x.shape[1]), num_classes=int(g.num_classes),
