@@ -32,6 +32,7 @@ from .masks import MaskRows, draw_keep
 __all__ = [
     "dropout",
     "dropout_scale",
+    "masked_dropout",
     "scaled_weight",
     "GNNLayer",
     "GCNLayer",
@@ -105,6 +106,14 @@ def scaled_weight(weight: Tensor, scale: float) -> Tensor:
     ``1 / (1 - p)`` into a [in, out] weight costs in x out values instead of a pass
     over every dropped entry, forward and backward."""
     return weight if scale == 1.0 else weight * scale
+
+
+def masked_dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None = None,
+                   generator: torch.Generator | None = None) -> tuple[Tensor, float]:
+    """``(x`` with dropout's mask applied and its kept entries left unscaled``, scale)``:
+    the caller folds ``scale`` (``1 / (1 - p)``, or 1) into the linear map that follows
+    (:func:`scaled_weight`). See :func:`dropout` (``scaled=False``)."""
+    return dropout(x, p, training, keep, generator, scaled=False), dropout_scale(p, training)
 
 
 def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None = None,
@@ -238,9 +247,8 @@ class GCNLayer(_DenseWeightLayer):
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
-        h = dropout(h_local, self.dropout, self.training, keep, scaled=False)
-        weight = scaled_weight(self.weight, dropout_scale(self.dropout, self.training))
-        out = _aggregate_linear(h, ops, weight, "gcn", self.bias)
+        h, s = masked_dropout(h_local, self.dropout, self.training, keep)
+        out = _aggregate_linear(h, ops, scaled_weight(self.weight, s), "gcn", self.bias)
         # ``out`` is a fresh tensor that no backward needs: ReLU may overwrite it.
         return F.relu(out, inplace=True) if self.activation else out
 
@@ -261,8 +269,7 @@ class SAGELayer(_ActivatedLayer):
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
-        h = dropout(h_local, self.dropout, self.training, keep, scaled=False)
-        s = dropout_scale(self.dropout, self.training)
+        h, s = masked_dropout(h_local, self.dropout, self.training, keep)
         out = _sage_conv(h, ops, scaled_weight(self.weight_self, s), scaled_weight(self.weight_nbr, s), self.bias)
         return F.relu(out, inplace=True) if self.activation else out
 
@@ -307,9 +314,8 @@ class GCNIILayer(GNNLayer):
                 keep: Tensor | None = None) -> Tensor:
         if h0 is None:
             raise ValueError("GCNIILayer needs h0 (the input projection's output for the own rows)")
-        h = dropout(h_local, self.dropout, self.training, keep, scaled=False)
+        h, s = masked_dropout(h_local, self.dropout, self.training, keep)
         agg = ops.aggregate(h, "gcn")
-        s = dropout_scale(self.dropout, self.training)
         if s != 1.0:  # dropout's 1 / (1 - p), on the own rows rather than every row read
             agg = agg * s
         # (1-alpha) A_hat h + alpha h0 in one pass.
@@ -353,8 +359,7 @@ class ResGCNPlusLayer(GNNLayer):
                 keep: Tensor | None = None) -> Tensor:
         if self.first:
             return _sage_conv(h_local, ops, self.weight_self, self.weight_nbr, self.bias)
-        z = dropout(F.relu(self.norm(h_local)), self.dropout, self.training, keep, scaled=False)
-        s = dropout_scale(self.dropout, self.training)
+        z, s = masked_dropout(F.relu(self.norm(h_local)), self.dropout, self.training, keep)
         conv = _sage_conv(z, ops, scaled_weight(self.weight_self, s), scaled_weight(self.weight_nbr, s), self.bias)
         return conv + h_local[: ops.num_own]
 
@@ -374,7 +379,7 @@ class MLPLayer(_DenseWeightLayer):
                 keep: Tensor | None = None) -> Tensor:
         if keep is not None:
             keep = keep.head(ops.num_own) if isinstance(keep, MaskRows) else keep[: ops.num_own]
-        h = dropout(h_local[: ops.num_own], self.dropout, self.training, keep, scaled=False)
-        weight = scaled_weight(self.weight, dropout_scale(self.dropout, self.training))
+        h, s = masked_dropout(h_local[: ops.num_own], self.dropout, self.training, keep)
+        weight = scaled_weight(self.weight, s)
         out = h @ weight if self.bias is None else torch.addmm(self.bias, h, weight)
         return F.relu(out, inplace=True) if self.activation else out

@@ -33,7 +33,7 @@ from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import ConfigError
 from gnnpipe.kernels.sparse_input import sparse_linear
 
-from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout, dropout_scale,
+from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, masked_dropout,
                      scaled_weight)
 
 __all__ = ["MODEL_NAMES", "InputProjection", "Classifier", "DeepGNN", "build_model", "model_input"]
@@ -82,18 +82,16 @@ class InputProjection(nn.Module):
             return self._forward_sparse(x, generator)
         if self.linear is None:
             return x
-        x = dropout(x, self.dropout, self.training, generator=generator, scaled=False)
-        weight = scaled_weight(self.linear.weight, dropout_scale(self.dropout, self.training))
-        h = F.linear(x, weight, self.linear.bias)
+        x, s = masked_dropout(x, self.dropout, self.training, generator=generator)
+        h = F.linear(x, scaled_weight(self.linear.weight, s), self.linear.bias)
         return F.relu(h) if self.activation else h
 
     def _forward_sparse(self, x: SparseFeatures, generator: torch.Generator | None) -> Tensor:
         if self.linear is None:
             return x.to_dense()
         # The values need no gradient: dropout's no-grad path, one draw per stored value.
-        values = dropout(x.values, self.dropout, self.training, generator=generator, scaled=False)
-        weight = scaled_weight(self.linear.weight, dropout_scale(self.dropout, self.training))
-        h = sparse_linear(x, weight, self.linear.bias, values=values)
+        values, s = masked_dropout(x.values, self.dropout, self.training, generator=generator)
+        h = sparse_linear(x, scaled_weight(self.linear.weight, s), self.linear.bias, values=values)
         return F.relu(h) if self.activation else h
 
 
@@ -125,9 +123,8 @@ class Classifier(nn.Module):
             return h
         if self.norm is not None:
             h = F.relu(self.norm(h))
-        h = dropout(h, self.dropout, self.training, keep, scaled=False)
-        weight = scaled_weight(self.linear.weight, dropout_scale(self.dropout, self.training))
-        return F.linear(h, weight, self.linear.bias)
+        h, s = masked_dropout(h, self.dropout, self.training, keep)
+        return F.linear(h, scaled_weight(self.linear.weight, s), self.linear.bias)
 
 
 class DeepGNN(nn.Module):
