@@ -8,20 +8,13 @@ point-to-point transfers, and knows nothing of the order in which they happen: t
 executor (:mod:`gnnpipe.engine.executor`) runs the actions of a schedule against it.
 The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
 
-* **Buffers.** For each of its layers ``l >= 2`` the stage keeps ``B_l`` [n_rows, d]
-  of that layer's input over the way's row space (:mod:`gnnpipe.engine.row_space`;
-  all N rows in pipeline mode) and a gradient buffer ``G_l`` over only the rows a read
-  can give a gradient (``GradRows``; the other rows' gradient would stay 0): in
-  pipeline mode the rows of each chunk that a later chunk of the epoch's order reads,
-  assigned per epoch (``EpochGradPlan``); in hybrid the halo rows of the way's chunks
-  and the rows other ways read (one buffer shared by the layers when every way has
-  one chunk: then no gradient outlives its layer's backward, and no row of another way
-  is read after the step it arrives, so ``B_l`` keeps only the way's block and those
-  rows land in one buffer shared by the layers). ``B_l``
-  starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed from
-  ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy). Layer 1
-  of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of the
-  epoch, so it needs no buffer and its reads are exact.
+* **Buffers** (:mod:`gnnpipe.engine.stage_buffers`). For each of its layers ``l >= 2``
+  the stage keeps ``B_l`` of that layer's input over the way's row space (all N rows
+  in pipeline mode) and ``G_l`` over only the rows a read can give a gradient.
+  ``B_l`` starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed
+  from ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy).
+  Layer 1 of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of
+  the epoch, so it needs no buffer and its reads are exact.
 * **Saved tensors.** What a layer saves for its backward is moved, after the layer,
   into the chunk's slots of the stage's arena (:mod:`gnnpipe.engine.saved_arena`),
   out of the heap where the forward's temporaries come and go.
@@ -67,13 +60,10 @@ from torch import Tensor
 
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
 from gnnpipe.engine.epoch_state import Encoded, EpochState
-from gnnpipe.engine.grad_buffers import GradBuffers
-from gnnpipe.engine.row_space import (build_epoch_grad_plan, build_exchange_plan, build_grad_rows, build_row_space,
-                                      exchange_in_slots)
 from gnnpipe.engine.saved_arena import SavedArena
+from gnnpipe.engine.stage_buffers import StageBuffers
 from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
                                            unhold)
-from gnnpipe.engine.way_exchange import WayExchange
 from gnnpipe.models.masks import EpochMasks, MaskRows
 from gnnpipe.models.objective import training_loss
 
@@ -137,22 +127,12 @@ class Stage:
         self.my_chunks = self.blocks[self.way]
         self.ops = {k: ChunkOps.build(self.plans[k], device=self.device, dtype=self.dtype,
                                       backend=pc.kernel_backend) for k in self.my_chunks}
-        self.rows = build_row_space(self.plans, self.blocks, self.way, self.num_nodes)
-        row_of, r0 = self.rows.row_of, self.rows.r0
-        self.local_ids = {k: row_of[self.plans[k].local_global_nid].to(self.device) for k in self.my_chunks}
-        self.own = {k: slice(self.plans[k].row_start - r0, self.plans[k].row_end - r0) for k in self.my_chunks}
-        self.halo_chunk = {k: self.plans[k].halo_chunk.to(self.device) for k in self.my_chunks}
-        self.exchange: WayExchange | None = None
-        # The rows of G_l: per epoch from the order in pipeline mode, fixed in hybrid
-        # (where a row's gradient may come from another way at the same step).
-        grad_static = grad_plan = None
-        if self.num_ways > 1:
-            plan = build_exchange_plan(self.plans, self.blocks, self.rows, self.num_nodes, self.device)
-            grad_static = build_grad_rows(self.plans, self.blocks, self.rows, plan, self.device)
-            self.exchange = WayExchange(plan, layout, ctx.rank, ctx.comm,
-                                        grad_plan=exchange_in_slots(plan, grad_static), n_block=self.rows.n_block)
-        else:
-            grad_plan = build_epoch_grad_plan(self.plans, self.rows, self.device)
+        self.bufs = StageBuffers(self.plans, layout, ctx.rank, ctx.comm, num_nodes=self.num_nodes,
+                                 widths={l: self.dims[l - 1] for l in self.buffered},
+                                 snapshot_period=pc.snapshot_period, device=self.device, dtype=self.dtype)
+        bufs = self.bufs
+        self.rows, self.local_ids, self.own, self.halo_chunk = bufs.rows, bufs.local_ids, bufs.own, bufs.halo_chunk
+        self.exchange = bufs.exchange
         if self.first:
             self.x = model_input(model, self.rows.rows_of(g.features), device=self.device, dtype=self.dtype)
         if self.last:
@@ -169,36 +149,19 @@ class Stage:
         self.wire_dtype = pc.stage_torch_dtype or self.dtype
         self.period = int(pc.snapshot_period)
         self.unbiased = bool(pc.unbiased_scale)
-        # Historical buffers, filled by the history start before the first epoch.
-        n_rows = self.rows.n_rows
-        # With one chunk per way (C = W) a row of another way is read only at the step it
-        # arrives (every read is fresh): B_l keeps the way's block, and the rows received
-        # from other ways land in one buffer per width shared by the layers (on the
-        # 200k-vertex GCN-32 hybrid default, one instead of 31 layers' worth).
-        self.one_chunk_per_way = self.num_ways > 1 and all(len(b) == 1 for b in self.blocks)
-        nb = self.rows.n_block
-        n_kept = nb if self.one_chunk_per_way else n_rows
-        self.B = {l: torch.zeros(n_kept, self.dims[l - 1], device=self.device, dtype=self.dtype)
-                  for l in self.buffered}
-        self.foreign: dict[int, Tensor] = {}
-        if self.one_chunk_per_way:
-            by_width = {d: torch.zeros(n_rows - nb, d, device=self.device, dtype=self.dtype)
-                        for d in {self.dims[l - 1] for l in self.buffered}}
-            self.foreign = {l: by_width[self.dims[l - 1]] for l in self.buffered}
-            # A chunk's local rows: its own (the whole block), then its halo, all foreign.
-            self.foreign_ids = {k: self.local_ids[k][self.plans[k].num_own:] - nb for k in self.my_chunks}
-            self.own_ids = {k: self.local_ids[k][:self.plans[k].num_own] for k in self.my_chunks}
-        self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
-        self.grads = GradBuffers({l: self.dims[l - 1] for l in self.buffered}, grad_static, grad_plan,
-                                 shared=self.one_chunk_per_way, device=self.device, dtype=self.dtype)
-        self.G = self.grads.G
+        # Historical buffers (filled by the history start before the first epoch) and
+        # gradient buffers: stage_buffers.
+        self.one_chunk_per_way = bufs.one_chunk_per_way
+        self.B, self.snap, self.foreign = bufs.B, bufs.snap, bufs.foreign
+        self.own_ids, self.foreign_ids = bufs.own_ids, bufs.foreign_ids
+        self.grads, self.G = bufs.grads, bufs.G
         # What the layers save for their backward, out of the heap (saved_arena); by
         # epoch parity too when a chunk's next forward may run before its backward.
         self.arena = SavedArena(self.device)
         self.arena_parity = int(pc.cross_epoch_chunks) > 0
         logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s "
                     "(%d rows, gradients of %d)", self.rank, self.way, self.num_ways, self.stage,
-                    layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, n_rows,
+                    layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, self.rows.n_rows,
                     self.grads.num_rows)
 
     def _owns(self, name: str) -> bool:
@@ -218,19 +181,14 @@ class Stage:
         """Buffers from the snapshot, zero gradient buffers, stage 0 encodes every row
         (when ``st.begun`` the buffers and masks were set at the previous turn)."""
         if st.begun:
-            if self.period != 1 and st.ahead:
+            if st.ahead:
                 # B_l still holds the last epoch's values but for the rows the ahead
                 # chunks wrote: the rest starts from the snapshot now.
-                rows = torch.cat([torch.arange(self.own[k].start, self.own[k].stop, device=self.device)
-                                  for k in st.ahead])
-                for l in self.buffered:
-                    kept = self.B[l].index_select(0, rows)
-                    self.B[l].copy_(self.snap[l])
-                    self.B[l].index_copy_(0, rows, kept)
+                self.bufs.restore(torch.cat([torch.arange(self.own[k].start, self.own[k].stop, device=self.device)
+                                             for k in st.ahead]))
             st.history = None
-        elif self.period != 1:
-            for l in self.buffered:
-                self.B[l].copy_(self.snap[l])
+        else:
+            self.bufs.restore()
         self.grads.begin_epoch(st.step_of)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -282,11 +240,8 @@ class Stage:
         nxt.begun = True
 
     def refresh_snapshot(self) -> None:
-        """Technique 2: the snapshot from ``B_l``, after every R-th epoch's forward
-        (R = 1: ``B_l`` is the snapshot, nothing to copy)."""
-        if self.period != 1:
-            for l in self.buffered:
-                self.snap[l].copy_(self.B[l])
+        """Technique 2: the snapshot from ``B_l`` (:meth:`StageBuffers.refresh_snapshot`)."""
+        self.bufs.refresh_snapshot()
 
     # ------------------------------------------------------------- transfers
     def post_recv_forward(self, st: EpochState, k: int) -> None:
