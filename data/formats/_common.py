@@ -109,9 +109,14 @@ def require(path: Path, what: str) -> Path:
 
 
 _INT_TOKEN = re.compile(rb"[+-]?\d+\Z")
+#: True for the bytes that cannot occur in a whitespace-separated table of integers.
+_NOT_INTEGER_BYTE = np.ones(256, dtype=bool)
+_NOT_INTEGER_BYTE[np.frombuffer(b"0123456789+- \t\n\r\v\f", dtype=np.uint8)] = False
 
 
-def _first_bad_token(text: bytes, integer: bool) -> str:
+def _first_bad_token(text: bytes, integer: bool) -> str | None:
+    """The first token of ``text`` that is not an integer (``integer``) or a number;
+    None when every token is one."""
     for tok in text.split():
         if integer and not _INT_TOKEN.match(tok):
             return tok.decode(errors="replace")
@@ -120,7 +125,7 @@ def _first_bad_token(text: bytes, integer: bool) -> str:
                 float(tok)
             except ValueError:
                 return tok.decode(errors="replace")
-    return "?"
+    return None
 
 
 def numeric_table(data: bytes, dtype: Any, what: str, *, skip_header: bool = False) -> np.ndarray:
@@ -129,7 +134,10 @@ def numeric_table(data: bytes, dtype: Any, what: str, *, skip_header: bool = Fal
     Vectorised: commas become spaces and numpy parses the whole buffer at once; the
     number count must equal rows x width of the first row, so a truncated row is
     detected. With an integer ``dtype`` a token such as ``1.5`` is refused (named in
-    the error), never truncated.
+    the error), never truncated. Neither depends on the numpy version: before 2.3
+    ``np.fromstring`` parses ``1.5`` as the integer 1 and stops silently at a token
+    it cannot read, so the bytes of an integer table are checked first (one
+    vectorised lookup), and a short count names the first bad token when there is one.
 
     Shapes: -> [rows, width] of ``dtype`` ([0, 0] for empty text).
     """
@@ -143,6 +151,8 @@ def numeric_table(data: bytes, dtype: Any, what: str, *, skip_header: bool = Fal
     width = len((text if nl < 0 else text[:nl]).split())
     rows = text.count(b"\n") + 1
     integer = np.dtype(dtype).kind in "iu"
+    if integer and _NOT_INTEGER_BYTE[np.frombuffer(text, dtype=np.uint8)].any():
+        raise DataError(f"{what}: expected a table of integers, found {_first_bad_token(text, True)!r}")
     try:
         with warnings.catch_warnings():
             # numpy warns and stops at the first token it cannot parse; the count check reports it.
@@ -152,6 +162,10 @@ def numeric_table(data: bytes, dtype: Any, what: str, *, skip_header: bool = Fal
         kind = "integers" if integer else "numbers"
         raise DataError(f"{what}: expected a table of {kind}, found {_first_bad_token(text, integer)!r}") from None
     if width == 0 or flat.size != width * rows:
+        bad = _first_bad_token(text, integer)
+        if bad is not None:
+            kind = "integers" if integer else "numbers"
+            raise DataError(f"{what}: expected a table of {kind}, found {bad!r}")
         raise DataError(f"{what}: expected {rows} rows of {width} numbers, found {flat.size} numbers in all")
     return flat.reshape(rows, width)
 

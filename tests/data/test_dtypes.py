@@ -178,3 +178,38 @@ def test_musae_json_must_map_ids_to_lists(tmp_path):
     write_musae(tmp_path, features=json.dumps({"0": 3}))
     with pytest.raises(DataError, match="toy.json"):
         load_dataset("musae", root=tmp_path, prefix="toy", cache=False)
+
+
+def _lenient_fromstring(text, dtype, sep):
+    """``np.fromstring`` as numpy before 2.3 parses: an integer table reads ``1.5`` as
+    1, and the parse stops, silently, at a token it cannot read."""
+    out = []
+    for tok in text.split():
+        try:
+            out.append(int(float(tok)) if np.dtype(dtype).kind in "iu" else float(tok))
+        except ValueError:
+            break
+    return np.array(out, dtype=dtype)
+
+
+@pytest.mark.parametrize("text,dtype,message", [
+    (b"0 1\n1 1.5\n", np.int64, "expected a table of integers, found '1.5'"),
+    (b"0 1\n1 2e3\n", np.int64, "expected a table of integers, found '2e3'"),
+    (b"0.5 1\nyes 2\n", np.float32, "expected a table of numbers, found 'yes'"),
+])
+def test_numeric_tables_are_refused_whatever_numpys_parser_does(monkeypatch, text, dtype, message):
+    from gnnpipe.data.formats import _common
+
+    for parse in (np.fromstring, _lenient_fromstring):
+        monkeypatch.setattr(_common.np, "fromstring", parse)
+        with pytest.raises(DataError, match=message):
+            _common.numeric_table(text, dtype, "edges.txt")
+
+
+def test_a_well_formed_integer_table_parses_with_either_parser(monkeypatch):
+    from gnnpipe.data.formats import _common
+
+    for parse in (np.fromstring, _lenient_fromstring):
+        monkeypatch.setattr(_common.np, "fromstring", parse)
+        table = _common.numeric_table(b"0,1\n-2\t+3\n", np.int64, "edges.csv")
+        assert table.tolist() == [[0, 1], [-2, 3]] and table.dtype == np.int64
