@@ -218,11 +218,14 @@ def symmetric_adjacency(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     import scipy.sparse as sp
 
     n = graph.num_nodes
-    ones = np.ones(graph.num_edges, dtype=np.int8)
+    # int32 counts: a sum that wrapped to 0 (int8 at 256 parallel edges) would drop the pair.
+    ones = np.ones(graph.num_edges, dtype=np.int32)
     a = sp.csr_matrix((ones, graph.indices.numpy(), graph.indptr.numpy()), shape=(n, n))
-    s = (a + a.T).tocsr()
-    s.setdiag(0)
-    s.eliminate_zeros()  # drops the diagonal (self-loops)
+    s = (a + a.T).tocoo()
+    # Self-loops dropped by a filter: setdiag(0) inserts the missing diagonal entries
+    # first, and scipy 1.9-1.11 (not 1.13) warns on stderr that it changes the structure.
+    off = s.row != s.col
+    s = sp.csr_matrix((s.data[off], (s.row[off], s.col[off])), shape=(n, n))
     s.sort_indices()
     return s.indptr.astype(np.int64), s.indices.astype(np.int64)
 

@@ -209,3 +209,18 @@ def test_symmetric_adjacency_equals_graph_symmetrize(make_graph):
     want = g.symmetrize().remove_self_loops()
     assert torch.equal(torch.from_numpy(indptr), want.indptr)
     assert torch.equal(torch.from_numpy(indices), want.indices)
+
+
+def test_symmetric_adjacency_keeps_a_pair_of_many_parallel_edges_and_drops_self_loops():
+    # 256 parallel edges 0 -> 1 (their count once wrapped to 0 in int8, and the pair
+    # vanished from what METIS sees) and a self-loop on 2.
+    from gnnpipe.data import Graph
+    from gnnpipe.partition.core import symmetric_adjacency
+
+    n = 4
+    src = torch.tensor([0] * 256 + [2, 2])
+    dst = torch.tensor([1] * 256 + [3, 2])
+    g = Graph.from_edge_index(torch.stack([src, dst]), torch.zeros(n, 1), torch.zeros(n, dtype=torch.int64),
+                              train_mask=torch.ones(n, dtype=torch.bool), num_classes=1, name="multi")
+    indptr, indices = symmetric_adjacency(g)
+    assert indptr.tolist() == [0, 1, 2, 3, 4] and indices.tolist() == [1, 0, 3, 2]
