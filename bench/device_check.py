@@ -11,6 +11,11 @@ tolerance is float64 rounding:
   METIS chunking, forward output and input gradient;
 * ``single``: single-mode training of each model kind, per-epoch loss and the final
   test accuracy;
+* ``simulated``: the pipeline (S = 2, C = 4, stale halo reads from the last epoch,
+  technique 3) and hybrid (W = 2, C = 4) semantics run by the single-process
+  simulator (:mod:`gnnpipe.engine.simulator`, the distributed runs' oracle), per-epoch
+  loss and every parameter's gradient: the chunked arithmetic on one GPU, where the
+  NCCL layouts cannot run;
 * ``distributed``: graph mode (P = 2), pipeline (S = 2, C = 1: every read fresh) and
   hybrid (W = 2, C = 2: one chunk per way, graph parallelism's layout) on
   ``--device``, each exact, against single mode on the CPU. On CUDA these need two
@@ -102,6 +107,43 @@ def check_single(device: str, num_nodes: int = 600, epochs: int = 3) -> dict[str
     return {"models": out, "ok": all(v["ok"] for v in out.values())}
 
 
+SIMULATED = {"pipeline": dict(mode="pipeline", workers=2, chunks=4, snapshot_period=1, unbiased_scale=True),
+             "hybrid": dict(mode="hybrid", workers=2, ways=2, chunks=4, snapshot_period=1)}
+
+
+def check_simulated(device: str, num_nodes: int = 600, epochs: int = 3) -> dict[str, Any]:
+    """The simulator's pipeline and hybrid epochs on the device against the CPU: the
+    largest relative loss difference and the largest gradient difference."""
+    from copy import deepcopy
+
+    from gnnpipe.config import ModelConfig, ParallelConfig, RunConfig, TrainConfig
+    from gnnpipe.engine.simulator import PipelineSimulator
+    from gnnpipe.models.model import build_model
+    from gnnpipe.partition import chunk_graph
+
+    graph = _graph(num_nodes)
+    out: dict[str, Any] = {}
+    for name, layout in SIMULATED.items():
+        cfg = RunConfig(model=ModelConfig(model="gcnii", layers=4, hidden=16, dropout=0.0),
+                        train=TrainConfig(epochs=epochs, dtype="float64", seed=0),
+                        parallel=ParallelConfig(device="cpu", **layout))
+        chunked = chunk_graph(graph, layout["chunks"], cache=False)
+        torch.manual_seed(0)
+        model = build_model(cfg.model, graph.num_features, graph.num_classes)
+        sims = [PipelineSimulator(deepcopy(model), chunked, cfg, device=dev) for dev in ("cpu", device)]
+        losses: list[list[float]] = [[], []]
+        grad_diff = 0.0
+        for epoch in range(1, epochs + 1):
+            for i, sim in enumerate(sims):
+                losses[i].append(float(sim.train_epoch(epoch)))
+            ref, got = sims[0].gradients(), sims[1].gradients()
+            grad_diff = max([grad_diff] + [float((ref[k] - got[k].cpu()).abs().max()) for k in ref])
+        rel = max(abs(a - b) / max(abs(a), 1e-30) for a, b in zip(*losses))
+        out[name] = {"loss_cpu": losses[0], "loss_device": losses[1], "max_rel_loss_diff": rel,
+                     "max_abs_grad_diff": grad_diff, "ok": rel <= 1e-9 and grad_diff <= 1e-9}
+    return {"layouts": out, "ok": all(v["ok"] for v in out.values())}
+
+
 def check_distributed(device: str, num_nodes: int = 600, epochs: int = 3) -> dict[str, Any]:
     """The exact distributed layouts on the device against single mode on the CPU."""
     if device != "cpu" and torch.cuda.device_count() < 2:
@@ -140,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bench-nodes", type=int, default=50_000)
     ap.add_argument("--bench-epochs", type=int, default=4)
-    ap.add_argument("--skip", nargs="*", default=[], choices=("kernels", "single", "distributed", "benchmark"))
+    ap.add_argument("--skip", nargs="*", default=[],
+                    choices=("kernels", "single", "simulated", "distributed", "benchmark"))
     args = ap.parse_args(argv)
     load_before = load_average()
     info = {"device": args.device, "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -148,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device check on {args.device}: {info}", flush=True)
     results: dict[str, Any] = {}
     steps = (("kernels", lambda: check_kernels(args.device)), ("single", lambda: check_single(args.device)),
+             ("simulated", lambda: check_simulated(args.device)),
              ("distributed", lambda: check_distributed(args.device)),
              ("benchmark", lambda: benchmark(args.device, args.bench_nodes, args.bench_epochs)))
     for name, fn in steps:

@@ -17,6 +17,8 @@ def test_dry_run_on_the_cpu_passes_every_check(tmp_path):
     assert rec["failed"] == [] and rec["device_info"]["device"] == "cpu"
     assert r["kernels"]["ok"] and set(r["kernels"]["max_abs_diff"]) == {"sum", "mean", "max", "gcn", "weighted"}
     assert r["single"]["ok"] and set(r["single"]["models"]) == set(dc.MODELS)
+    assert r["simulated"]["ok"] and set(r["simulated"]["layouts"]) == set(dc.SIMULATED)
+    assert all(len(v["loss_device"]) == 3 for v in r["simulated"]["layouts"].values())
     assert r["distributed"]["ok"] and set(r["distributed"]["layouts"]) == set(dc.DISTRIBUTED)
     for layout in r["distributed"]["layouts"].values():
         assert len(layout["loss_device"]) == 3 and layout["max_rel_loss_diff"] <= 1e-9
@@ -41,4 +43,5 @@ def test_a_broken_check_is_recorded_and_the_others_run(tmp_path, monkeypatch):
     assert dc.main(["--device", "cpu", "--out", str(out), "--skip", "distributed", "benchmark"]) == 1
     rec = json.loads(out.read_text())
     assert rec["failed"] == ["single"] and "no kernel image" in rec["results"]["single"]["error"]
-    assert rec["results"]["kernels"]["ok"] and "distributed" not in rec["results"]
+    assert rec["results"]["kernels"]["ok"] and rec["results"]["simulated"]["ok"]
+    assert "distributed" not in rec["results"]
