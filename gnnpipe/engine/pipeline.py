@@ -86,9 +86,7 @@ class StageRunner:
         st = self.stage
         if self.history_init == "exact":
             exact_forward(st, StageTimer(self.comm), capture=True)
-            if st.period != 1:
-                for l in st.buffered:
-                    st.B[l].copy_(st.snap[l])
+            st.bufs.restore()  # B_l from the snapshots it captured (R = 1: they are B_l)
         return {"history_init": self.history_init, "bytes": self.comm.take_counters(),
                 "time_s": time.perf_counter() - t0}
 

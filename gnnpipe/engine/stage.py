@@ -147,7 +147,7 @@ class Stage:
         # The type stage messages travel in (``parallel.stage_dtype``): the compute
         # dtype, or bfloat16 (rounded when sent, widened again when received).
         self.wire_dtype = pc.stage_torch_dtype or self.dtype
-        self.period = int(pc.snapshot_period)
+        self.period = bufs.period
         self.unbiased = bool(pc.unbiased_scale)
         # Historical buffers (filled by the history start before the first epoch) and
         # gradient buffers: stage_buffers.
@@ -184,8 +184,7 @@ class Stage:
             if st.ahead:
                 # B_l still holds the last epoch's values but for the rows the ahead
                 # chunks wrote: the rest starts from the snapshot now.
-                self.bufs.restore(torch.cat([torch.arange(self.own[k].start, self.own[k].stop, device=self.device)
-                                             for k in st.ahead]))
+                self.bufs.restore(st.ahead)
             st.history = None
         else:
             self.bufs.restore()

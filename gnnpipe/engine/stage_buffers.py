@@ -57,6 +57,7 @@ class StageBuffers:
 
     def __init__(self, plans: Sequence[Any], layout: Layout, rank: int, comm: Any, *, num_nodes: int,
                  widths: dict[int, int], snapshot_period: int, device: torch.device, dtype: torch.dtype) -> None:
+        self.device = device
         blocks = layout.way_blocks()
         way = layout.way_of(rank)
         my_chunks = blocks[way]
@@ -96,12 +97,16 @@ class StageBuffers:
                                  device=device, dtype=dtype)
         self.G = self.grads.G
 
-    def restore(self, keep_rows: Tensor | None = None) -> None:
+    def restore(self, keep_chunks: Sequence[int] = ()) -> None:
         """Start an epoch's ``B_l`` from the snapshot (nothing to do when R = 1), but
-        for ``keep_rows`` (row-space ids), which keep the values written already (the
+        for the own rows of ``keep_chunks``, which keep the values written already (the
         chunks run ahead at a cross-epoch turn)."""
         if self.period == 1:
             return
+        keep_rows = None
+        if keep_chunks:
+            keep_rows = torch.cat([torch.arange(self.own[k].start, self.own[k].stop, device=self.device)
+                                   for k in keep_chunks])
         for l, b in self.B.items():
             kept = None if keep_rows is None else b.index_select(0, keep_rows)
             b.copy_(self.snap[l])
