@@ -62,17 +62,14 @@ def check_kernels(device: str, num_nodes: int = 400, chunks: int = 3, width: int
     g = torch.Generator().manual_seed(0)
     worst: dict[str, float] = {}
     for p in plans:
+        ops = {dev: ChunkOps.build(p, device=dev, dtype=torch.float64) for dev in ("cpu", device)}
         x = torch.randn(p.num_local, width, generator=g, dtype=torch.float64)
+        edge_weight = torch.rand(ops["cpu"].num_edges, generator=g, dtype=torch.float64)
         for reduce in REDUCES:
             outs = []
             for dev in ("cpu", device):
-                ops = ChunkOps.build(p, device=dev, dtype=torch.float64)
                 xd = x.to(dev).requires_grad_()
-                ew = None
-                if reduce == "weighted":
-                    ew = torch.rand(ops.num_edges, generator=torch.Generator().manual_seed(1),
-                                    dtype=torch.float64).to(dev)
-                y = ops.aggregate(xd, reduce, ew)
+                y = ops[dev].aggregate(xd, reduce, edge_weight.to(dev) if reduce == "weighted" else None)
                 y.backward(torch.ones_like(y))
                 outs.append((y.detach().cpu(), xd.grad.cpu()))
             diff = max(float((a - b).abs().max()) if a.numel() else 0.0 for a, b in zip(outs[0], outs[1]))

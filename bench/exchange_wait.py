@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -27,18 +27,12 @@ import torch
 from .runner import load_average, write_measurement
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _worker(rank: int, port: int, grid: list[tuple[float, int]], reps: int, q: Any) -> None:  # pragma: no cover
+def _worker(rank: int, store: str, grid: list[tuple[float, int]], reps: int, q: Any) -> None:  # pragma: no cover
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    # A file store, as the calibration's twin processes use: no port to race for.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     peer = 1 - rank
     a = torch.randn(256, 256)
     # Matmuls per millisecond on this process, measured once.
@@ -84,13 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, grid, args.reps, q)) for r in (0, 1)]
-    for p in procs:
-        p.start()
-    results = q.get(timeout=1800)
-    for p in procs:
-        p.join(timeout=60)
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [ctx.Process(target=_worker, args=(r, os.path.join(tmp, "store"), grid, args.reps, q))
+                 for r in (0, 1)]
+        for p in procs:
+            p.start()
+        results = q.get(timeout=1800)
+        for p in procs:
+            p.join(timeout=60)
     for r in results:
         w = r["wait_ms"]
         print(f"compute {r['compute_ms']:.1f} ms, {r['bytes'] / 1e3:.0f} KB: wait p10 {w['p10']:.2f} "

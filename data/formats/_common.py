@@ -151,22 +151,21 @@ def numeric_table(data: bytes, dtype: Any, what: str, *, skip_header: bool = Fal
     width = len((text if nl < 0 else text[:nl]).split())
     rows = text.count(b"\n") + 1
     integer = np.dtype(dtype).kind in "iu"
-    if integer and _NOT_INTEGER_BYTE[np.frombuffer(text, dtype=np.uint8)].any():
-        raise DataError(f"{what}: expected a table of integers, found {_first_bad_token(text, True)!r}")
-    try:
-        with warnings.catch_warnings():
-            # numpy warns and stops at the first token it cannot parse; the count check reports it.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            flat = np.fromstring(text, dtype=dtype, sep=" ")
-    except ValueError:
-        kind = "integers" if integer else "numbers"
-        raise DataError(f"{what}: expected a table of {kind}, found {_first_bad_token(text, integer)!r}") from None
-    if width == 0 or flat.size != width * rows:
+    flat = None  # None: a token that is not a number (an integer) is named below
+    if not (integer and _NOT_INTEGER_BYTE[np.frombuffer(text, dtype=np.uint8)].any()):
+        try:
+            with warnings.catch_warnings():
+                # numpy < 2.3 warns and stops at the first token it cannot parse; the count check reports it.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                flat = np.fromstring(text, dtype=dtype, sep=" ")
+        except ValueError:  # numpy >= 2.3 at a token it cannot parse
+            pass
+    if flat is None or width == 0 or flat.size != width * rows:
         bad = _first_bad_token(text, integer)
         if bad is not None:
-            kind = "integers" if integer else "numbers"
-            raise DataError(f"{what}: expected a table of {kind}, found {bad!r}")
-        raise DataError(f"{what}: expected {rows} rows of {width} numbers, found {flat.size} numbers in all")
+            raise DataError(f"{what}: expected a table of {'integers' if integer else 'numbers'}, found {bad!r}")
+        found = "a table numpy cannot parse" if flat is None else f"{flat.size} numbers in all"
+        raise DataError(f"{what}: expected {rows} rows of {width} numbers, found {found}")
     return flat.reshape(rows, width)
 
 
