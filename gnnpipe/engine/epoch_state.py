@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gnnpipe.engine.encode_groups import Encoded
+
 __all__ = ["StageTimer", "Encoded", "EpochState"]
 
 
@@ -54,24 +56,6 @@ class StageTimer:
 
 
 @dataclass
-class Encoded:
-    """Stage 0's ``encode(X)`` of every row for one epoch: the output with its autograd
-    graph (``full``), the detached copy that chunks read (``det``) and the gradient
-    summed over every read (``grad``), back-propagated once at the step.
-
-    Shapes: full, det, grad [n_rows, H]."""
-
-    full: Tensor
-    det: Tensor
-    grad: Tensor
-
-    @classmethod
-    def of(cls, full: Tensor) -> "Encoded":
-        det = full.detach()
-        return cls(full=full, det=det, grad=torch.zeros_like(det))
-
-
-@dataclass
 class EpochState:
     """One epoch of one stage.
 
@@ -87,8 +71,9 @@ class EpochState:
         logits: chunk -> detached logits (last stage).
         first_fwd_wait / first_bwd_wait: whether the next forward / backward wait is
             the first of the epoch (booked as bubble).
-        h0: stage 0's :class:`Encoded` ``encode(X)`` of every row (made by the stage's
-            ``begin_epoch``).
+        h0: stage 0's :class:`Encoded` ``encode(X)`` (made by the stage's
+            ``begin_epoch``; its rows are projected group by group as chunks first
+            read them: :mod:`gnnpipe.engine.encode_groups`).
         drift: 1-based layer -> [sum of squared (fresh - historical), sum of squared
             fresh] over the sampled rows (:meth:`add_drift`, called by the stage's forward),
             a tensor [2] on the device, read once at the end of the epoch.

@@ -13,8 +13,9 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
   in pipeline mode) and ``G_l`` over only the rows a read can give a gradient.
   ``B_l`` starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed
   from ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy).
-  Layer 1 of stage 0 reads ``h0 = encode(X)``, computed for all rows at the start of
-  the epoch, so it needs no buffer and its reads are exact.
+  Layer 1 of stage 0 reads ``h0 = encode(X)``, each row projected just before the
+  first chunk that reads it (:mod:`gnnpipe.engine.encode_groups`), so it needs no
+  buffer and its reads are exact.
 * **Saved tensors.** What a layer saves for its backward is moved, after the layer,
   into the chunk's slots of the stage's arena (:mod:`gnnpipe.engine.saved_arena`),
   out of the heap where the forward's temporaries come and go.
@@ -35,9 +36,9 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
   way)`` (:class:`gnnpipe.models.masks.EpochMasks`); every chunk of the way reading a
   row, own or halo, fresh or stale, applies that row's mask, as a whole-graph run
   does, and the simulator draws the same masks.
-* **Step.** Weight gradients accumulate over the chunks; stage 0 back-propagates the
-  summed ``h0`` gradient through encode once; one Adam step (hybrid: after an
-  all-reduce over the ways of the stage).
+* **Step.** Weight gradients accumulate over the chunks (stage 0 back-propagates the
+  summed ``h0`` gradient of the rows a chunk first read right after that chunk's
+  backward); one Adam step (hybrid: after an all-reduce over the ways of the stage).
 
 * **History drift** (a measure, not part of the semantics): when chunk ``k``'s fresh
   input rows overwrite ``B_l[rows of k]``, the values they replace are what every
@@ -59,7 +60,8 @@ import torch
 from torch import Tensor
 
 from gnnpipe.engine.cross_epoch import add_stash_gradients, call_with, module_stash, stash_weights
-from gnnpipe.engine.epoch_state import Encoded, EpochState
+from gnnpipe.engine.encode_groups import Encoded, first_reader_groups
+from gnnpipe.engine.epoch_state import EpochState
 from gnnpipe.engine.saved_arena import SavedArena
 from gnnpipe.engine.stage_buffers import StageBuffers
 from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
@@ -194,7 +196,7 @@ class Stage:
         if not st.begun:
             self._draw_masks(st)
         if self.first:
-            st.h0 = self._encode(st, None)
+            st.h0 = self._encode(st, None, range(len(st.ahead), len(st.orders[self.way])))
 
     def _draw_masks(self, st: EpochState) -> None:
         """The epoch's dropout masks (``row``; with ``chunk`` each layer call draws)."""
@@ -207,13 +209,20 @@ class Stage:
                 if p > 0:
                     st.masks.keep(i + 1, self.rows.n_rows, self.dims[i], p)
 
-    def _encode(self, st: EpochState, stash: dict[str, Tensor] | None) -> Encoded:
-        """Stage 0's encode of every row for epoch ``st`` (with the weights ``stash``
-        when given: :mod:`gnnpipe.engine.cross_epoch`); row masks draw its dropout from
-        the epoch's slot-0 generator, the same draw at every call."""
-        generator = st.masks.generator(0) if st.masks is not None else None
+    def _encode(self, st: EpochState, stash: dict[str, Tensor] | None, steps: range) -> Encoded:
+        """Stage 0's encode for the chunks at ``steps`` of epoch ``st``'s order (with the
+        weights ``stash`` when given: :mod:`gnnpipe.engine.cross_epoch`): its dropout
+        drawn over all of X now (row masks: from the epoch's slot-0 generator, the same
+        draw at every call), its rows projected group by group as those chunks first
+        read them (:mod:`gnnpipe.engine.encode_groups`)."""
+        enc = self.model.encode
+        if not enc.enabled:
+            return Encoded.constant(enc(self.x))
+        dropped = enc.drop(self.x, st.masks.generator(0) if st.masks is not None else None)
         weights = None if stash is None else module_stash(stash, "encode")
-        return Encoded.of(call_with(self.model.encode, weights, self.x, generator=generator))
+        groups = first_reader_groups(self.local_ids, st.orders[self.way], steps, self.rows.n_rows)
+        return Encoded.grouped(lambda rows: call_with(enc, weights, dropped, rows=rows), groups,
+                               self.rows.n_rows, enc.out_dim, self.device, self.dtype)
 
     def _h0(self, st: EpochState, k: int) -> Encoded:
         """The encode chunk ``k`` reads: the stashed one if it ran ahead."""
@@ -235,7 +244,7 @@ class Stage:
         nxt.history = self.snap if self.period != 1 else None
         self._draw_masks(nxt)
         if self.first:
-            nxt.h0_ahead = self._encode(nxt, nxt.stash)
+            nxt.h0_ahead = self._encode(nxt, nxt.stash, range(len(nxt.ahead)))
         nxt.begun = True
 
     def refresh_snapshot(self) -> None:
@@ -283,6 +292,7 @@ class Stage:
         ops = self.ops[k]
         if self.first:
             x_own = None
+            self._h0(st, k).encode(t)  # the rows chunk k is the first to read
             h0_k = self._h0(st, k).det[own].clone().requires_grad_(self.needs_h0)
         else:
             buf = st.recv_f.pop(k)[1].to(self.dtype)
@@ -429,6 +439,8 @@ class Stage:
         if self.first:
             if g_h0 is not None:
                 self._h0(st, k).grad[own] += g_h0
+            # k was the last reader of the rows it first read: their gradient is whole.
+            self._h0(st, k).backward(t)
             st.saved.pop(k)
         else:
             msg = g_in if g_h0 is None else torch.cat([g_in, g_h0], dim=1)
@@ -439,10 +451,10 @@ class Stage:
     def step(self, st: EpochState) -> None:
         """encode's backward (stage 0), the weight all-reduce over the ways, Adam."""
         if self.first:
-            # encode's backward once, with the h0 gradient summed over every read.
+            # encode's backward ran group by group after each chunk's backward.
             for enc in (st.h0, st.h0_ahead):
-                if enc is not None and enc.full.requires_grad:
-                    enc.full.backward(enc.grad)
+                if enc is not None:
+                    enc.check_done()
             st.h0 = st.h0_ahead = None
         if st.stash is not None:  # the share of the chunks run ahead
             add_stash_gradients(self.owned, st.stash)

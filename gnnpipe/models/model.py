@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,12 +32,13 @@ from torch.nn import functional as F
 
 from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import ConfigError
+from gnnpipe.kernels.rows_linear import rows_linear
 from gnnpipe.kernels.sparse_input import sparse_linear
 
 from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, masked_dropout,
                      scaled_weight)
 
-__all__ = ["MODEL_NAMES", "InputProjection", "Classifier", "DeepGNN", "build_model", "model_input"]
+__all__ = ["MODEL_NAMES", "DroppedInput", "InputProjection", "Classifier", "DeepGNN", "build_model", "model_input"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,23 @@ def _init_row_linear(module: nn.Module, in_dim: int, out_dim: int, enabled: bool
     module.dropout = float(dropout)
 
 
+@dataclass(frozen=True)
+class DroppedInput:
+    """The input projection's input after its dropout, drawn once: dense, the input
+    with the mask applied and the kept entries unscaled; sparse, the features and their
+    stored values after dropout. ``scale`` (``1 / (1 - p)``, or 1) is folded into the
+    projection's weight. Every group of rows projected from one ``DroppedInput``
+    (``InputProjection.forward(d, rows=...)``) sees the same draw, so the groups
+    together give one whole forward's values.
+
+    Shapes: x [n, F] (Tensor or SparseFeatures); values [nnz] (sparse only).
+    """
+
+    x: Tensor | SparseFeatures
+    scale: float
+    values: Tensor | None = None
+
+
 class InputProjection(nn.Module):
     """Per-row ``h0 = act(dropout(x) W + b)``; identity when disabled.
 
@@ -66,7 +85,12 @@ class InputProjection(nn.Module):
     backward gives the gradients of ``W`` and ``b`` (X needs none). Disabled, a sparse
     ``x`` is returned densified (callers should densify once: :func:`model_input`).
 
-    Shapes: x [n, in_dim] -> [n, out_dim] (out_dim == in_dim when disabled).
+    ``x`` may also be a :class:`DroppedInput` from :meth:`drop` (dropout already drawn),
+    with ``rows``: then only those rows are projected (a pipeline's stage 0 encodes its
+    rows group by group as chunks first read them: :mod:`gnnpipe.engine.encode_groups`).
+
+    Shapes: x [n, in_dim] -> [n, out_dim] (out_dim == in_dim when disabled); with rows
+    int64 [m] -> [m, out_dim].
     """
 
     def __init__(self, in_dim: int, out_dim: int, *, enabled: bool = True, dropout: float = 0.0,
@@ -76,22 +100,33 @@ class InputProjection(nn.Module):
         self.activation = bool(activation)
         self.linear = nn.Linear(in_dim, out_dim) if enabled else None
 
-    def forward(self, x: Tensor | SparseFeatures, generator: torch.Generator | None = None) -> Tensor:
-        """``generator``: where dropout draws from (default: torch's default generator)."""
+    def drop(self, x: Tensor | SparseFeatures, generator: torch.Generator | None = None) -> DroppedInput:
+        """Dropout of ``x`` (enabled projections only), drawn from ``generator``
+        (default: torch's default generator): the draw :meth:`forward` makes."""
         if isinstance(x, SparseFeatures):
-            return self._forward_sparse(x, generator)
-        if self.linear is None:
-            return x
-        x, s = masked_dropout(x, self.dropout, self.training, generator=generator)
-        h = F.linear(x, scaled_weight(self.linear.weight, s), self.linear.bias)
-        return F.relu(h) if self.activation else h
+            # The values need no gradient: dropout's no-grad path, one draw per stored value.
+            values, s = masked_dropout(x.values, self.dropout, self.training, generator=generator)
+            return DroppedInput(x, s, values)
+        xd, s = masked_dropout(x, self.dropout, self.training, generator=generator)
+        return DroppedInput(xd, s)
 
-    def _forward_sparse(self, x: SparseFeatures, generator: torch.Generator | None) -> Tensor:
+    def forward(self, x: Tensor | SparseFeatures | DroppedInput, generator: torch.Generator | None = None,
+                rows: Tensor | None = None) -> Tensor:
+        """``generator``: where dropout draws from (default: torch's default generator);
+        ``rows``: project only these rows of a :class:`DroppedInput`."""
         if self.linear is None:
-            return x.to_dense()
-        # The values need no gradient: dropout's no-grad path, one draw per stored value.
-        values, s = masked_dropout(x.values, self.dropout, self.training, generator=generator)
-        h = sparse_linear(x, scaled_weight(self.linear.weight, s), self.linear.bias, values=values)
+            return x.to_dense() if isinstance(x, SparseFeatures) else x  # type: ignore[return-value]
+        d = x if isinstance(x, DroppedInput) else self.drop(x, generator)
+        w = scaled_weight(self.linear.weight, d.scale)
+        if isinstance(d.x, SparseFeatures):
+            xs, values = d.x, d.values
+            if rows is not None:
+                xs, values = SparseFeatures(xs.crow, xs.col, values, xs.shape).index_select(0, rows), None
+            h = sparse_linear(xs, w, self.linear.bias, values=values)
+        elif rows is None:
+            h = F.linear(d.x, w, self.linear.bias)
+        else:
+            h = rows_linear(d.x, rows, w, self.linear.bias)
         return F.relu(h) if self.activation else h
 
 

@@ -18,11 +18,14 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
 * ``graph``: the slowest worker's own rows (its encode also covers its halo rows,
   X being replicated), plus the halo exchange of layers 2..L forward and backward
   (``latency x peers + bytes / bandwidth`` each) and the weight all-reduce (ring);
-* ``pipeline``/``hybrid``: per stage the sum over its way's chunks; the epoch is the
-  stage-0 encode (forward at the start, backward at the end: nothing else can run
-  then) + the slowest stage's total + one chunk of each other stage (fill and drain:
-  the ``(S-1)/(C+S-1)`` share when balanced) + the fill/drain transfers and a latency
-  per chunk receive; hybrid adds the per-step halo exchange between ways and the
+* ``pipeline``/``hybrid``: per stage the sum over its way's chunks, stage 0's with the
+  encode (projected group by group as chunks first read the rows:
+  :mod:`gnnpipe.engine.encode_groups`); the epoch is the longest of the stages'
+  paths: a stage's total + one chunk of each other stage (fill and drain: the
+  ``(S-1)/(C+S-1)`` share when balanced), for stages after the first also the encode
+  of the first chunk's rows (forward before anything flows, backward after the last
+  chunk: nothing else can run then); + the fill/drain transfers and a latency per
+  chunk receive; hybrid adds the per-step halo exchange between ways and the
   all-reduce over the ways. ``bubble = epoch - compute - comm``.
 * ``pipeline`` with ``--cross-epoch-chunks K`` (:mod:`gnnpipe.engine.cross_epoch`):
   the stages before the last ran the first K chunks' forward at the previous turn, so
@@ -263,11 +266,20 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
             totals.append((t + _step_s(p, _stage_params(m, split, s))) * p.contention)
         enc = _encode_s(p, m, g, held_rows) * p.contention
         nk = len(blk)
-        slow = max(range(stages), key=lambda s: totals[s])
-        fill = sum(totals[s] / nk for s in range(stages) if s != slow)
+        # The share of the encode before the first chunk can flow (and after the last
+        # one's backward): the rows of the way's first chunk, on average over the chunks.
+        first = min(1.0, sum(cut.part_rows[k] + cut.halo_rows[k] for k in blk) / nk / max(held_rows, 1.0))
+        hide = 1.0
         if mode == "pipeline" and cross_epoch_chunks > 0 and stages > 1:
-            fill *= 1.0 - min(cross_epoch_chunks, stages - 1) / (stages - 1)
+            hide = 1.0 - min(cross_epoch_chunks, stages - 1) / (stages - 1)
             enc *= 1.5  # the second encode, forward only
+        # Critical paths: stage 0's work (the whole encode among its chunks) plus one
+        # chunk of each other stage; or another stage's work plus the first encode
+        # group and one chunk of each other stage (fill and drain).
+        work = [totals[0] + enc] + totals[1:]
+        paths = [(s, (first * enc if s else 0.0) + work[s]
+                  + hide * sum(totals[q] / nk for q in range(stages) if q != s)) for s in range(stages)]
+        slow, path = max(paths, key=lambda sp: sp[1])
         comm = 0.0
         if stages > 1:
             width = m.dims[ranges[0][1]] + (m.h0_dim if m.needs_h0 else 0)
@@ -278,8 +290,8 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
             comm += nk * per_step / stages + max(_allreduce_s(p, ways, _stage_params(m, split, s))
                                                  for s in range(stages))
         comm += p.link_latency_s  # the loss all-reduce
-        epoch = enc + totals[slow] + fill + comm
-        compute = max(totals[s] + (enc if s == 0 else 0.0) for s in range(stages))
+        epoch = path + comm
+        compute = max(work)
         if epoch > worst_epoch:
             worst_epoch, worst = epoch, (compute, comm)
     compute, comm = worst

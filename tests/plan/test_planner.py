@@ -117,8 +117,8 @@ def test_a_papers100m_sized_projection_fits_hybrid_ways_not_full_n_stages():
 
 def test_cross_epoch_chunks_hide_the_fill_and_add_half_an_encode_in_pipeline_mode_only(graph):
     # With K >= S - 1 chunks run ahead at the turn, the fill of the next epoch is done
-    # before it starts: the predicted epoch loses the fill and gains the second encode
-    # (forward only, half of an encode's forward + backward).
+    # before it starts: the predicted epoch loses the fill and stage 0 gains the second
+    # encode (forward only, half of an encode's forward + backward).
     from gnnpipe.plan.costs import _encode_s, predict_time
 
     stats = graph_stats(graph)
@@ -130,11 +130,17 @@ def test_cross_epoch_chunks_hide_the_fill_and_add_half_an_encode_in_pipeline_mod
     assert predict_time(prof, shape, stats, mode="pipeline", cross_epoch_chunks=3, **kw) == ahead  # K >= S-1
     enc = _encode_s(prof, shape, stats, stats.num_nodes) * prof.contention
     assert enc > 0 and ahead.bubble_s < sync.bubble_s
-    # On this graph the last stage is the slowest (it also classifies), so the synchronous
-    # bubble is stage 0's encode (forward and backward) plus the fill, stage 0's chunk.
-    fill = sync.bubble_s - enc
-    assert fill > 0
-    assert ahead.epoch_s == pytest.approx(sync.epoch_s - fill + 0.5 * enc, rel=1e-9)
+    cut = stats.cut(8)
+    first = sum(cut.part_rows[k] + cut.halo_rows[k] for k in range(8)) / 8 / stats.num_nodes
+    # On this graph the last stage is the slowest when synchronous (it also classifies):
+    # it waits through the encode of the first chunk's rows and the fill (one chunk of
+    # stage 0, whose 8 chunks' work is 8 x fill, the encode besides).
+    fill = sync.bubble_s - first * enc
+    assert 0 < first < 1 and fill > 0
+    # Run ahead: no fill; stage 0 also encodes with the stash (half an encode more).
+    assert ahead.compute_s == pytest.approx(max(8 * fill + 1.5 * enc, sync.compute_s), rel=1e-9)
+    assert ahead.epoch_s == pytest.approx(max(ahead.compute_s, sync.compute_s + 1.5 * first * enc)
+                                          + ahead.comm_s, rel=1e-9)
     hybrid = dict(kw, ways=2, stages=1, split=equal_split(8, 1))
     assert (predict_time(prof, shape, stats, mode="hybrid", cross_epoch_chunks=1, **hybrid)
             == predict_time(prof, shape, stats, mode="hybrid", **hybrid))

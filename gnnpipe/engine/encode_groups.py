@@ -1,0 +1,111 @@
+"""Stage 0's encode of one epoch, one group of rows at a time, as the chunks first read them.
+
+Layer 1 of stage 0 reads ``h0 = encode(X)`` of every row a chunk reads, own and halo.
+Encoding all rows before the first chunk and back-propagating all of them after the
+last one puts the whole encode (forward and backward) where no other stage can work:
+on Amazon Photo (7,650 x 745 dense features, GCNII-32, S = 2, C = 8) 47 ms of a 0.47 s
+epoch, which the last stage waits through at both ends, so that moving layers off
+stage 0 could not help (measured: 16/16 0.48-0.50 s, 15/17 0.49 s, 14/18 0.52 s).
+
+A row's encode is first needed by the first chunk in the epoch's order that reads
+it, and its gradient is complete once that same chunk's backward is done: the backward
+runs the order in reverse, so every later reader of the row has already added its
+part. So the rows are grouped by the step of their first reader
+(:func:`first_reader_groups`): group ``t`` is encoded just before the chunk at step
+``t`` runs (:meth:`Encoded.encode`) and back-propagated just after its backward on
+stage 0 (:meth:`Encoded.backward`). Only group 0 (the first chunk's own and halo
+rows) is left before any chunk flows and after the last one; the rest is stage 0's
+work among the others, which a cost-balanced stage split (stage 0 fewer layers) evens
+out. The values are one whole encode's: one dropout draw over all of X at the
+epoch's start (:meth:`gnnpipe.models.model.InputProjection.drop`), each row projected
+once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["Encoded", "first_reader_groups"]
+
+
+def first_reader_groups(local_ids: Mapping[int, Tensor] | Sequence[Tensor], order: Sequence[int], steps: range,
+                        n_rows: int) -> dict[int, Tensor]:
+    """Rows of the row space grouped by the step (in ``steps``) of the first chunk of
+    ``order`` that reads them: ``{t: rows first read by chunk order[t]}``, each in
+    ascending order; rows no chunk at those steps reads are in no group.
+
+    Shapes: local_ids[k] int64 [num_local_k] (chunk k's own then halo rows, in the row
+    space of ``n_rows``) -> each group int64 [m_t]."""
+    if len(steps) == 0:
+        return {}
+    device = local_ids[order[steps[0]]].device
+    never = steps.stop
+    first = torch.full((n_rows,), never, dtype=torch.int64, device=device)
+    ids = torch.cat([local_ids[order[t]] for t in steps])
+    at = torch.cat([torch.full((local_ids[order[t]].numel(),), t, dtype=torch.int64, device=device)
+                    for t in steps])
+    first.scatter_reduce_(0, ids, at, reduce="amin")
+    by_step = torch.argsort(first, stable=True)
+    counts = torch.bincount(first - steps.start, minlength=never - steps.start + 1).tolist()
+    parts = torch.split(by_step, counts)
+    return {t: parts[t - steps.start] for t in steps}
+
+
+@dataclass
+class Encoded:
+    """Stage 0's ``encode(X)`` for one epoch (or for the chunks run ahead of it): the
+    rows chunks read (``det``, detached), the gradient summed over every read
+    (``grad``), and, unless the encode is the identity, the groups still to encode or
+    to back-propagate (module docstring).
+
+    ``project(rows)`` returns the encoded rows with their autograd graph (the
+    projection's weights are its leaves).
+
+    Shapes: det, grad [n_rows, H]; groups[t] int64 [m_t]; parts[t] [m_t, H].
+    """
+
+    det: Tensor
+    grad: Tensor
+    project: Callable[[Tensor], Tensor] | None = None
+    groups: dict[int, Tensor] = field(default_factory=dict)
+    parts: dict[int, Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def constant(cls, x: Tensor) -> "Encoded":
+        """The identity encode: chunks read ``x`` itself, whose gradient nothing needs."""
+        return cls(det=x, grad=torch.zeros_like(x))
+
+    @classmethod
+    def grouped(cls, project: Callable[[Tensor], Tensor], groups: dict[int, Tensor], n_rows: int,
+                width: int, device: torch.device, dtype: torch.dtype) -> "Encoded":
+        """An encode whose group ``t`` is projected by :meth:`encode` ``(t)``."""
+        det = torch.empty(n_rows, width, device=device, dtype=dtype)
+        return cls(det=det, grad=torch.zeros_like(det), project=project, groups=groups)
+
+    def encode(self, t: int) -> None:
+        """Project group ``t`` into ``det`` (before the chunk at step ``t`` reads it);
+        nothing for the identity encode or an empty group."""
+        rows = self.groups.get(t)
+        if self.project is None or rows is None or rows.numel() == 0:
+            return
+        h = self.project(rows)
+        self.det.index_copy_(0, rows, h.detach())
+        self.parts[t] = h
+
+    def backward(self, t: int) -> None:
+        """Back-propagate group ``t``'s summed gradient (after the backward of the
+        chunk at step ``t``, its last reader)."""
+        h = self.parts.pop(t, None)
+        if h is not None:
+            h.backward(self.grad.index_select(0, self.groups[t]))
+
+    def check_done(self) -> None:
+        """Raise if a group was encoded and not back-propagated (a schedule that
+        skipped a chunk's backward: its weight gradient would be missing)."""
+        if self.parts:
+            raise RuntimeError(f"stage 0's encode: groups of steps {sorted(self.parts)} were encoded and not "
+                               "back-propagated; expected every chunk's backward before the step")

@@ -1,0 +1,102 @@
+"""Stage 0's encode group by group (no processes): rows are grouped by the step of
+their first reader; projecting the groups in order and back-propagating them in
+reverse gives exactly one whole encode's rows and weight gradients, dense and sparse,
+with dropout drawn once; a group left without its backward is an error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnpipe.data.sparse import SparseFeatures
+from gnnpipe.engine.encode_groups import Encoded, first_reader_groups
+from gnnpipe.models import InputProjection
+
+DT = torch.float64
+
+
+def _ids(*rows: list[int]) -> dict[int, torch.Tensor]:
+    return {k: torch.tensor(r, dtype=torch.int64) for k, r in enumerate(rows)}
+
+
+def test_groups_are_the_rows_each_step_reads_first():
+    local_ids = _ids([0, 1, 5], [2, 3, 1], [4, 5, 0, 3])  # row 6: read by no chunk
+    groups = first_reader_groups(local_ids, [2, 0, 1], range(3), 7)
+    assert {t: g.tolist() for t, g in groups.items()} == {0: [0, 3, 4, 5], 1: [1], 2: [2]}
+    # The chunks from step 1 on (those not run ahead): chunk 2's rows start over.
+    groups = first_reader_groups(local_ids, [2, 0, 1], range(1, 3), 7)
+    assert {t: g.tolist() for t, g in groups.items()} == {1: [0, 1, 5], 2: [2, 3]}
+    assert first_reader_groups(local_ids, [2, 0, 1], range(0), 7) == {}
+
+
+def test_groups_partition_the_read_rows_by_their_earliest_reader():
+    gen = torch.Generator().manual_seed(0)
+    n, chunks = 200, 6
+    local_ids = {k: torch.unique(torch.randint(0, n, (60,), generator=gen)) for k in range(chunks)}
+    order = torch.randperm(chunks, generator=gen).tolist()
+    groups = first_reader_groups(local_ids, order, range(chunks), n)
+    first = {}
+    for t, k in enumerate(order):
+        for r in local_ids[k].tolist():
+            first.setdefault(r, t)
+    got = {r: t for t, g in groups.items() for r in g.tolist()}
+    assert got == first
+    assert sum(g.numel() for g in groups.values()) == len(first)
+
+
+def _features(sparse: bool) -> torch.Tensor | SparseFeatures:
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(40, 9, generator=gen, dtype=DT) * (torch.rand(40, 9, generator=gen) < 0.4)
+    return SparseFeatures.from_dense(x) if sparse else x
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_grouped_encode_equals_one_whole_encode(sparse):
+    x = _features(sparse)
+    torch.manual_seed(3)
+    proj = InputProjection(9, 5, dropout=0.5).to(DT).train()
+    local_ids = _ids(list(range(0, 15)) + [30, 31], list(range(12, 28)), list(range(25, 40)) + [1, 2])
+    order = [1, 2, 0]
+    groups = first_reader_groups(local_ids, order, range(3), 40)
+    read = torch.cat(list(groups.values()))
+    g = torch.randn(40, 5, generator=torch.Generator().manual_seed(8), dtype=DT)
+
+    whole = proj(x, generator=torch.Generator().manual_seed(11))
+    whole.backward(g)
+    want = {n: p.grad.clone() for n, p in proj.named_parameters()}
+    proj.zero_grad(set_to_none=True)
+
+    dropped = proj.drop(x, torch.Generator().manual_seed(11))
+    enc = Encoded.grouped(lambda rows: proj(dropped, rows=rows), groups, 40, 5, torch.device("cpu"), DT)
+    enc.encode(0)
+    assert set(enc.parts) == {0}  # only the first chunk's rows so far
+    for t in (1, 2):
+        enc.encode(t)
+    torch.testing.assert_close(enc.det[read], whole.detach()[read], rtol=1e-12, atol=1e-12)
+    enc.grad.copy_(g)
+    for t in (2, 1, 0):
+        enc.backward(t)
+    enc.check_done()
+    for n, p in proj.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-12, atol=1e-12, msg=n)
+
+
+def test_a_group_left_without_its_backward_is_an_error():
+    proj = InputProjection(9, 5, dropout=0.0).to(DT)
+    x = _features(False)
+    groups = first_reader_groups(_ids([0, 1, 2], [2, 3]), [0, 1], range(2), 40)
+    enc = Encoded.grouped(lambda rows: proj(proj.drop(x), rows=rows), groups, 40, 5, torch.device("cpu"), DT)
+    enc.encode(0)
+    enc.encode(1)
+    enc.backward(1)
+    with pytest.raises(RuntimeError, match=r"steps \[0\] were encoded and not back-propagated"):
+        enc.check_done()
+
+
+def test_the_identity_encode_is_the_input_itself():
+    x = _features(False)
+    enc = Encoded.constant(x)
+    enc.encode(0)
+    enc.backward(0)
+    enc.check_done()
+    assert enc.det is x and enc.grad.shape == x.shape
