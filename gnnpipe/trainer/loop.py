@@ -4,8 +4,9 @@ Per epoch ``e`` (0-based for the runner, 1-based in the record):
 ``stats = runner.train_epoch(e, continues)``; every ``eval_every`` epochs and at the last one
 ``runner.evaluate()`` (exact, full graph); then two uncounted control all-reduces sum
 the payload bytes over the ranks (training kinds from ``stats``, ``evaluation`` from
-the counters) and gather every rank's time split, of which the record keeps the
-slowest rank's (so that ``compute + comm wait + bubble = epoch time``). The
+the counters) and gather every rank's time split: the record keeps each rank's
+(``time_per_rank``) and, as ``time``, the slowest rank's (so that ``compute + comm
+wait + bubble = epoch time``). The
 :class:`~gnnpipe.trainer.monitor.Monitor` picks the best epoch and decides early
 stopping; every rank sees the same loss and accuracies, so every rank takes the same
 decision and none is left waiting. A loss or a gradient that is not finite ends the
@@ -139,13 +140,16 @@ def run_epochs(runner: Any, comm: Any, train: Any, *, rank: int, world_size: int
         summed, per_rank = allv
         summed, drift_sums = summed[:len(KINDS)], summed[len(KINDS):]
         epoch_s, wait_s, bubble_s, _ = max(per_rank, key=lambda v: v[0])[:4]
+        time_per_rank = [{"rank": r, "epoch_s": v[0], "compute_s": max(0.0, v[0] - v[1] - v[2]),
+                          "comm_wait_s": v[1], "bubble_s": v[2]} for r, v in enumerate(per_rank)]
         eval_s = max(v[3] for v in per_rank)
         bad_ranks = [r for r, v in enumerate(per_rank) if v[4]]
         rec = EpochRecord(epoch=epoch, loss=float(stats.loss), epoch_time_s=epoch_s,
                           compute_s=max(0.0, epoch_s - wait_s - bubble_s), comm_wait_s=wait_s,
                           bubble_s=bubble_s, bytes={k: int(round(v)) for k, v in zip(KINDS, summed)},
                           bytes_predicted=None if predicted is None else dict(predicted),
-                          history_drift=_relative_drift(drift_sums) if stats.history_drift is not None else None)
+                          history_drift=_relative_drift(drift_sums) if stats.history_drift is not None else None,
+                          time_per_rank=time_per_rank)
         stop = False
         if metrics is not None:
             rec.set_evaluation(metrics)

@@ -57,7 +57,7 @@ __all__ = [
 #: Bumped whenever the key sets that :func:`check_record` requires change (a key
 #: added, renamed or removed). 2: ``epochs[].val_loss``, ``best.val_loss``, ``best.monitor``;
 #: 3: ``summary.diverged``; 4: ``epochs[].history_drift``; 5: ``plan``.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Number of leading epochs left out of ``summary.mean_epoch_time_s`` (warm-up), as
 #: in the reference system's measurements (DESIGN.md 8); fewer when the run is short.
@@ -124,7 +124,12 @@ EPOCH_FIELDS: tuple[Field, ...] = (
           "step), evaluation excluded"),
     Field("eval_time_s", "float or null", "wall time of the evaluation; null when not evaluated"),
     Field("time", "object", "{keys}: the split of `epoch_time_s` where the mode measures it "
-          "(single: compute only)", keys=("compute_s", "comm_wait_s", "bubble_s"), exact=True),
+          "(single: compute only): the split of the worker whose epoch took longest",
+          keys=("compute_s", "comm_wait_s", "bubble_s"), exact=True),
+    Field("time_per_rank", "list", "every worker's own epoch and its split, by rank: {keys} "
+          "(`compute_s + comm_wait_s + bubble_s = epoch_s`; stages and ways wait for each other "
+          "in different places, so that their splits differ), measured",
+          keys=("rank", "epoch_s", "compute_s", "comm_wait_s", "bubble_s")),
     Field("bytes", "object", "{keys}: payload bytes sent, summed over workers, measured",
           keys=KINDS, exact=True),
     Field("bytes_predicted", "object or null", "the DESIGN.md 7 model for the kinds of `bytes`, "
@@ -140,7 +145,7 @@ EPOCH_FIELDS: tuple[Field, ...] = (
 RECORD_FIELDS: tuple[Field, ...] = (
     Field("schema_version", "int", f"record layout version (currently {SCHEMA_VERSION}; 2 added "
           "`val_loss` per epoch and `best.val_loss` / `best.monitor`, 3 added `summary.diverged`, "
-          "4 added `history_drift` per epoch, 5 added `plan`)"),
+          "4 added `history_drift` per epoch, 5 added `plan`, 6 added `time_per_rank` per epoch)"),
     Field("gnnpipe_version", "str", "package version that wrote the record"),
     Field("mode", "str", "`single`, `graph`, `pipeline` or `hybrid`"),
     Field("world_size", "int", "number of worker processes"),
@@ -207,10 +212,15 @@ def _zero_bytes() -> dict[str, int]:
     return {k: 0 for k in KINDS}
 
 
+#: The figures of each entry of ``time_per_rank`` besides its rank.
+_RANK_TIME = ("epoch_s", "compute_s", "comm_wait_s", "bubble_s")
+
+
 @dataclass
 class EpochRecord:
     """What one epoch measured; each figure means what its entry of
-    :data:`EPOCH_FIELDS` says (``compute_s/comm_wait_s/bubble_s`` go to ``time``).
+    :data:`EPOCH_FIELDS` says (``compute_s/comm_wait_s/bubble_s`` go to ``time``;
+    ``time_per_rank``: one dict per worker with ``rank`` and :data:`_RANK_TIME`).
 
     The accuracies, ``val_loss`` and ``eval_time_s`` stay None on epochs without
     evaluation. ``bytes`` holds the payload bytes sent during the epoch by kind
@@ -231,6 +241,7 @@ class EpochRecord:
     bytes: dict[str, int] = field(default_factory=_zero_bytes)
     bytes_predicted: dict[str, int] | None = None
     history_drift: list[float | None] | None = None
+    time_per_rank: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def evaluated(self) -> bool:
@@ -261,6 +272,8 @@ class EpochRecord:
                 "comm_wait_s": float(self.comm_wait_s),
                 "bubble_s": float(self.bubble_s),
             },
+            "time_per_rank": [{"rank": int(r["rank"]), **{k: float(r[k]) for k in _RANK_TIME}}
+                              for r in self.time_per_rank],
             "bytes": {k: int(self.bytes.get(k, 0)) for k in KINDS},
             "bytes_predicted": (
                 None if self.bytes_predicted is None

@@ -1,6 +1,6 @@
 """Cross-epoch overlap through the entry, with real gloo workers: a run that stops
 early (or at its last epoch) leaves no transfer unmatched and ends cleanly, and the
-record says the setting."""
+record says the setting and each stage's own time split."""
 
 from __future__ import annotations
 
@@ -26,3 +26,12 @@ def test_a_run_that_stops_early_after_a_turn_that_began_the_next_epoch_ends_clea
     assert rec["summary"]["stopped_early"] and len(rec["epochs"]) < 200
     assert rec["config"]["parallel"]["cross_epoch_chunks"] == 2
     assert rec["best"]["test_acc"] > 0.5  # three classes: it trained
+    # Each stage's own split adds up to its own epoch; `time` is the longest epoch's.
+    for e in rec["epochs"]:
+        ranks = e["time_per_rank"]
+        assert [r["rank"] for r in ranks] == [0, 1]
+        for r in ranks:
+            assert r["compute_s"] + r["comm_wait_s"] + r["bubble_s"] == pytest.approx(r["epoch_s"], rel=1e-9)
+        slowest = max(ranks, key=lambda r: r["epoch_s"])
+        assert e["epoch_time_s"] == slowest["epoch_s"]
+        assert e["time"] == {k: slowest[k] for k in ("compute_s", "comm_wait_s", "bubble_s")}
