@@ -51,12 +51,14 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
         argv += ["--workers", str(args.stages)]
     if mode == "pipeline":
         argv += ["--chunks", str(args.chunks), "--dropout-masks", args.dropout_masks]
+        if args.stage_split:
+            argv += ["--stage-split", args.stage_split]
     argv += list(extra)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     before = load_average()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600, cwd=args.checkout)
     after = load_average()
     if proc.returncode != 0:
         return {"mode": mode, "returncode": proc.returncode, "error": proc.stderr[-500:]}
@@ -69,6 +71,11 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
             "compute_s": mean(e["time"]["compute_s"] for e in timed),
             "comm_wait_s": mean(e["time"]["comm_wait_s"] for e in timed),
             "bubble_s": mean(e["time"]["bubble_s"] for e in timed),
+            # Each rank's own means, where the record has them (schema >= 6).
+            "per_rank": ([{k: mean(e["time_per_rank"][r][k] for e in timed)
+                           for k in ("epoch_s", "compute_s", "comm_wait_s", "bubble_s")}
+                          for r in range(len(timed[0]["time_per_rank"]))]
+                         if "time_per_rank" in timed[0] else None),
             "peak_memory_bytes": record["peak_memory_bytes"],
             "load_average_before": before, "load_average_after": after}
 
@@ -82,6 +89,8 @@ def compare(runs: dict[str, dict[str, Any]], stages: int, chunks: int) -> dict[s
     return {"pipeline_compute_over_single_1thread_per_stage": pipe["compute_s"] / per_stage,
             "target_compute_ratio": 1.1,
             "pipeline_bubble_share": pipe["bubble_s"] / pipe["epoch_s"],
+            "pipeline_bubble_share_per_rank": (None if pipe.get("per_rank") is None else
+                                               [r["bubble_s"] / r["epoch_s"] for r in pipe["per_rank"]]),
             "schedule_bubble_share": (stages - 1) / (chunks + stages - 1),
             "pipeline_epoch_over_graph_epoch": pipe["epoch_s"] / graph["epoch_s"],
             "target_epoch_ratio_dense": 1.0}
@@ -99,12 +108,41 @@ def run_arguments(ap: argparse.ArgumentParser, out: str, cases: tuple[str, ...])
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk",
                     help="the pipeline's dropout masks (the trainer's --dropout-masks)")
+    ap.add_argument("--stage-split", default=None, metavar="L1,L2,...",
+                    help="the pipeline's layers per stage (the trainer's --stage-split; default: equal)")
+    ap.add_argument("--checkout", default=None, metavar="DIR",
+                    help="run the trainer from this git checkout of gnnpipe (an A/B against another "
+                         "commit; default: the installed one). Its gnnpipe/ is imported, but "
+                         "gnnpipe.data and gnnpipe.partition stay the installed ones (the editable "
+                         "install maps them by name), so they must be the same at both commits")
+
+
+def _checkout_mismatch(checkout: Path) -> str | None:
+    """Why ``checkout`` cannot be run with this install's ``data``/``partition``
+    packages (None when it can: the same files at both commits)."""
+    here = Path(__file__).resolve().parents[1]
+    try:
+        other = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+        diff = subprocess.run(["git", "-C", str(here), "diff", "--quiet", other, "--", "data", "partition"],
+                              capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return f"expected a git checkout, found {exc}"
+    if diff.returncode != 0:
+        return (f"expected data/ and partition/ as installed ({here}), found them changed at {other[:12]}: "
+                "install that commit in its own environment instead")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     run_arguments(ap, "bench/results/compute_split.json", DEFAULT_CASES)
     args = ap.parse_args(argv)
+    if args.checkout:
+        why = _checkout_mismatch(Path(args.checkout))
+        if why:
+            print(f"compute_split: --checkout {args.checkout}: {why}", file=sys.stderr)
+            return 2
     cases, load_before = [], load_average()
     with tempfile.TemporaryDirectory() as tmp:
         for case in args.cases:
