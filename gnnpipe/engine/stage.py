@@ -220,7 +220,8 @@ class Stage:
             return Encoded.constant(enc(self.x))
         dropped = enc.drop(self.x, st.masks.generator(0) if st.masks is not None else None)
         weights = None if stash is None else module_stash(stash, "encode")
-        groups = first_reader_groups(self.local_ids, st.orders[self.way], steps, self.rows.n_rows)
+        groups = first_reader_groups(self.local_ids, st.orders[self.way], steps, self.rows.n_rows,
+                                     split=not self.x.is_sparse)
         return Encoded.grouped(lambda rows: call_with(enc, weights, dropped, rows=rows), groups,
                                self.rows.n_rows, enc.out_dim, self.device, self.dtype)
 

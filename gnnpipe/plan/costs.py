@@ -20,8 +20,8 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   (``latency x peers + bytes / bandwidth`` each) and the weight all-reduce (ring);
 * ``pipeline``/``hybrid``: per stage the sum over its way's chunks, stage 0's with the
   encode (projected group by group as chunks first read the rows:
-  :mod:`gnnpipe.engine.encode_groups`); the epoch is the longest of the stages'
-  paths: a stage's total + one chunk of each other stage (fill and drain: the
+  :mod:`gnnpipe.engine.encode_groups`; sparse features whole, before the first
+  chunk); the epoch is the longest of the stages' paths: a stage's total + one chunk of each other stage (fill and drain: the
   ``(S-1)/(C+S-1)`` share when balanced), for stages after the first also the encode
   of the first chunk's rows (forward before anything flows, backward after the last
   chunk: nothing else can run then); + the fill/drain transfers and a latency per
@@ -267,8 +267,10 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
         enc = _encode_s(p, m, g, held_rows) * p.contention
         nk = len(blk)
         # The share of the encode before the first chunk can flow (and after the last
-        # one's backward): the rows of the way's first chunk, on average over the chunks.
-        first = min(1.0, sum(cut.part_rows[k] + cut.halo_rows[k] for k in blk) / nk / max(held_rows, 1.0))
+        # one's backward): the rows of the way's first chunk, on average over the chunks;
+        # all of it with sparse features (encoded whole: engine.encode_groups).
+        first = 1.0 if g.sparse_features else min(
+            1.0, sum(cut.part_rows[k] + cut.halo_rows[k] for k in blk) / nk / max(held_rows, 1.0))
         hide = 1.0
         if mode == "pipeline" and cross_epoch_chunks > 0 and stages > 1:
             hide = 1.0 - min(cross_epoch_chunks, stages - 1) / (stages - 1)

@@ -100,3 +100,11 @@ def test_the_identity_encode_is_the_input_itself():
     enc.backward(0)
     enc.check_done()
     assert enc.det is x and enc.grad.shape == x.shape
+
+
+def test_unsplit_groups_put_every_read_row_at_the_first_step():
+    local_ids = _ids([0, 1, 5], [2, 3, 1], [4, 5, 0, 3])
+    groups = first_reader_groups(local_ids, [2, 0, 1], range(3), 7, split=False)
+    assert {t: g.tolist() for t, g in groups.items()} == {0: [0, 1, 2, 3, 4, 5]}
+    groups = first_reader_groups(local_ids, [2, 0, 1], range(1, 3), 7, split=False)
+    assert {t: g.tolist() for t, g in groups.items()} == {1: [0, 1, 2, 3, 5]}
