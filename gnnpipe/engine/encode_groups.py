@@ -73,14 +73,16 @@ class Encoded:
     to back-propagate (module docstring).
 
     ``project(rows)`` returns the encoded rows with their autograd graph (the
-    projection's weights are its leaves).
+    projection's weights are its leaves); ``project(None)`` all of them, without
+    selecting rows (a group of every row: the projection's own whole-input path, whose
+    sparse backward reuses the features' transposed structure).
 
     Shapes: det, grad [n_rows, H]; groups[t] int64 [m_t]; parts[t] [m_t, H].
     """
 
     det: Tensor
     grad: Tensor
-    project: Callable[[Tensor], Tensor] | None = None
+    project: Callable[[Tensor | None], Tensor] | None = None
     groups: dict[int, Tensor] = field(default_factory=dict)
     parts: dict[int, Tensor] = field(default_factory=dict)
 
@@ -90,7 +92,7 @@ class Encoded:
         return cls(det=x, grad=torch.zeros_like(x))
 
     @classmethod
-    def grouped(cls, project: Callable[[Tensor], Tensor], groups: dict[int, Tensor], n_rows: int,
+    def grouped(cls, project: Callable[[Tensor | None], Tensor], groups: dict[int, Tensor], n_rows: int,
                 width: int, device: torch.device, dtype: torch.dtype) -> "Encoded":
         """An encode whose group ``t`` is projected by :meth:`encode` ``(t)``."""
         det = torch.empty(n_rows, width, device=device, dtype=dtype)
@@ -102,8 +104,12 @@ class Encoded:
         rows = self.groups.get(t)
         if self.project is None or rows is None or rows.numel() == 0:
             return
-        h = self.project(rows)
-        self.det.index_copy_(0, rows, h.detach())
+        if rows.numel() == self.det.shape[0]:  # every row (ascending, unique): the whole input
+            h = self.project(None)
+            self.det.copy_(h.detach())
+        else:
+            h = self.project(rows)
+            self.det.index_copy_(0, rows, h.detach())
         self.parts[t] = h
 
     def backward(self, t: int) -> None:

@@ -108,3 +108,19 @@ def test_unsplit_groups_put_every_read_row_at_the_first_step():
     assert {t: g.tolist() for t, g in groups.items()} == {0: [0, 1, 2, 3, 4, 5]}
     groups = first_reader_groups(local_ids, [2, 0, 1], range(1, 3), 7, split=False)
     assert {t: g.tolist() for t, g in groups.items()} == {1: [0, 1, 2, 3, 5]}
+
+
+def test_a_group_of_every_row_projects_the_whole_input_without_selecting_rows():
+    proj = InputProjection(9, 5, dropout=0.0).to(DT)
+    x = _features(False)
+    asked = []
+    groups = first_reader_groups(_ids(list(range(40)), [3, 4]), [0, 1], range(2), 40, split=False)
+
+    def project(rows):
+        asked.append(rows)
+        return proj(proj.drop(x), rows=rows)
+
+    enc = Encoded.grouped(project, groups, 40, 5, torch.device("cpu"), DT)
+    enc.encode(0)
+    assert asked == [None]
+    torch.testing.assert_close(enc.det, proj(x).detach(), rtol=0, atol=0)
