@@ -1,5 +1,6 @@
 """The calibration's timer keeps the fastest repeat (the undisturbed machine), after an
-untimed warm-up call."""
+untimed warm-up call; halo rows' saved values are counted; the twin processes measure
+the link and a stage layer's contention."""
 
 from __future__ import annotations
 
@@ -42,3 +43,18 @@ def test_saved_values_of_halo_rows_are_counted_on_a_chunk_with_halo():
     # GCN: the mask (1 byte), the aggregate and the ReLU output (4 bytes each) per own value.
     assert got["gcn"][0] == 2.25 and got["gcn"][1] == 0.25
     assert got["sage"][1] == 1.25
+
+
+def test_the_twin_processes_measure_the_link_and_a_stage_layers_contention():
+    """Two real gloo processes: a ping-pong (bandwidth, latency), one stage layer's
+    work over the chunks of a synthetic graph alone and on both at once (contention:
+    their ratio, about 1 where the two workers do not slow each other), and a bare
+    worker's resident size."""
+    from gnnpipe.plan.calibrate import _link, _stage_layer
+
+    layer = _stage_layer(num_nodes=600, chunks=3)
+    layer()  # forward and backward over every chunk, in this process too
+    bw, lat, contention, rss = _link(bytes_big=1 << 20)
+    assert bw > 1e6 and 0 < lat < 0.1
+    assert 0.5 < contention < 4.0
+    assert rss > 50 * 2**20  # torch and gnnpipe imported
