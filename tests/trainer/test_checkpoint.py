@@ -28,7 +28,7 @@ MODES = {
 # Cross-epoch overlap: epochs 1, 3, 5 begin the next one at their turn; the
 # checkpoint epochs 2 and 4 do not, so a resume from epoch 4 continues exactly.
 OVERLAP = {"pipeline-cross-epoch": MODES["pipeline"] + ["--chunks", "6", "--cross-epoch-chunks", "3"]}
-TIMINGS = {"epoch_time_s", "eval_time_s", "time"}
+TIMINGS = {"epoch_time_s", "eval_time_s", "time", "time_per_rank"}
 
 
 def _train(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
