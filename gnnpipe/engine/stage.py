@@ -450,7 +450,8 @@ class Stage:
             state.pop("loss", None)
 
     def step(self, st: EpochState) -> None:
-        """encode's backward (stage 0), the weight all-reduce over the ways, Adam."""
+        """Stage 0: every encode group was back-propagated; the weight all-reduce over
+        the ways; Adam."""
         if self.first:
             # encode's backward ran group by group after each chunk's backward.
             for enc in (st.h0, st.h0_ahead):
