@@ -19,6 +19,12 @@ work among the others, which a cost-balanced stage split (stage 0 fewer layers) 
 out. The values are one whole encode's: one dropout draw over all of X at the
 epoch's start (:meth:`gnnpipe.models.model.InputProjection.drop`), each row projected
 once. Sparse features are encoded whole (one group: see :func:`first_reader_groups`).
+
+Memory: ``det`` is a buffer of its own beside the groups' outputs that autograd keeps
+for their backward (the activation's), so stage 0 holds one ``[n_rows, H]`` more until
+the groups' backward releases them than a whole encode, whose output was its own
+``det``; X after dropout is kept as before (the weight's gradient needs it), once:
+:func:`gnnpipe.kernels.rows_linear.rows_linear` saves it, not a copy of the rows.
 """
 
 from __future__ import annotations
