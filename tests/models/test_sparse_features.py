@@ -1,9 +1,10 @@
 """Sparse (CSR) features through the model: the input projection's sparse path equals
 the dense one (forward, weight and bias gradients, full tensors, dropout 0); sparse
 dropout keeps each stored value with probability 1 - p and scales it by 1 / (1 - p);
-a model without a projection densifies once; and whole runs (single, pipeline, graph
-mode, through ``gnnpipe.train``) give the same losses with the features sparse as dense
-(float64, dropout 0)."""
+a model without a projection densifies once; and whole runs (single, graph, pipeline,
+hybrid, pipeline with cross-epoch overlap, through ``gnnpipe.train``) give the same
+losses with the features sparse as dense (float64, dropout 0), although stage 0 encodes
+dense features group by group and sparse ones whole."""
 
 from __future__ import annotations
 
@@ -135,7 +136,18 @@ def _graph(n: int = 60, f: int = 40, c: int = 3, seed: int = 7) -> Graph:
     return g.symmetrize().remove_self_loops().validate()
 
 
-def _losses(graph: Graph, model: str, mode: str) -> list[float]:
+#: case -> the run's parallel settings (stage 0 encodes dense features group by group
+#: and sparse ones whole: the losses must agree all the same).
+_LAYOUTS = {
+    "single": {"mode": "single"},
+    "graph": {"mode": "graph", "workers": 2, "chunks": 2},
+    "pipeline": {"mode": "pipeline", "workers": 2, "chunks": 4},
+    "hybrid": {"mode": "hybrid", "workers": 2, "ways": 2, "chunks": 4},
+    "pipeline-cross-epoch": {"mode": "pipeline", "workers": 2, "chunks": 4, "cross_epoch_chunks": 1},
+}
+
+
+def _losses(graph: Graph, model: str, case: str) -> list[float]:
     import gnnpipe
     from gnnpipe.config import ModelConfig, ParallelConfig, TrainConfig
 
@@ -143,8 +155,7 @@ def _losses(graph: Graph, model: str, mode: str) -> list[float]:
         graph,
         ModelConfig(model=model, layers=4, hidden=6, dropout=0.0),
         TrainConfig(epochs=3, lr=0.05, dtype="float64", seed=3, eval_every=1, log_level="WARNING"),
-        ParallelConfig(mode=mode, device="cpu", **{"single": {}, "graph": {"workers": 2, "chunks": 2},
-                                                    "pipeline": {"workers": 2, "chunks": 4}}[mode]),
+        ParallelConfig(device="cpu", **_LAYOUTS[case]),
     )
     return [e["loss"] for e in rec["epochs"]]
 
@@ -160,7 +171,7 @@ def test_single_mode_sparse_equals_dense(model):
 
 
 @pytest.mark.dist
-@pytest.mark.parametrize("mode", ["pipeline", "graph"])
+@pytest.mark.parametrize("mode", ["pipeline", "graph", "hybrid", "pipeline-cross-epoch"])
 def test_distributed_mode_sparse_equals_dense(mode):
     dense = _graph()
     sparse = dense.with_feature_layout(True)
