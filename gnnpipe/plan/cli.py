@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     m = ap.add_argument_group("model and layout")
     m.add_argument("--model", default="gcnii", choices=("gcn", "sage", "gcnii", "resgcn+", "mlp"))
     m.add_argument("--layers", type=int, default=8), m.add_argument("--hidden", type=int, default=64)
+    m.add_argument("--input-proj", action=argparse.BooleanOptionalAction, default=None,
+                   help="the input projection F -> H, as the trainer's flag (default: the model's)")
+    m.add_argument("--classifier", action=argparse.BooleanOptionalAction, default=None,
+                   help="the classifier H -> classes, as the trainer's flag (default: as --input-proj)")
     m.add_argument("--workers", type=int, default=2)
     m.add_argument("--mode", choices=("single", "graph", "pipeline", "hybrid"), help="only this mode")
     m.add_argument("--ways", type=int), m.add_argument("--chunks", type=int)
@@ -221,7 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gnnpipe.plan.costs import ModelShape
         from gnnpipe.plan.planner import make_plan
 
-        model = ModelConfig(model=a.model, layers=a.layers, hidden=a.hidden)
+        model = ModelConfig(model=a.model, layers=a.layers, hidden=a.hidden, input_proj=a.input_proj,
+                            classifier=a.classifier)
         if a.snapshot_period is None:  # the trainer's default for this model
             a.snapshot_period = default_snapshot_period(stale_sensitive(a.model, a.layers))
         stats = _stats(a)

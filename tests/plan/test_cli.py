@@ -57,3 +57,15 @@ def test_cross_epoch_chunks_shorten_the_predicted_pipeline_epoch(capsys):
                      for c in plan["candidates"]}
     assert epochs["0"].keys() == epochs["2"].keys() and any(key[0] > 1 for key in epochs["0"])
     assert all(epochs["2"][key] < epochs["0"][key] for key in epochs["0"] if key[0] > 1)
+
+
+def test_a_plain_model_is_planned_with_the_projection_and_classifier_when_asked(capsys):
+    """As in the trainer, a GCN has neither by default; --input-proj --classifier add
+    the encode and the classifier: more memory (their weights and activations), and
+    another epoch time (layer 1 then aggregates H-wide rows instead of F-wide ones)."""
+    counts = {}
+    for flags in ([], ["--input-proj", "--classifier"]):
+        assert main([*STATS, "--model", "gcn", "--mode", "single", "--json", *flags]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        counts[bool(flags)] = plan["chosen"]["predicted_peak_memory_bytes"], plan["chosen"]["predicted_epoch_s"]
+    assert counts[True][0] > counts[False][0] and counts[True][1] != counts[False][1]
