@@ -20,11 +20,13 @@ out. The values are one whole encode's: one dropout draw over all of X at the
 epoch's start (:meth:`gnnpipe.models.model.InputProjection.drop`), each row projected
 once. Sparse features are encoded whole (one group: see :func:`first_reader_groups`).
 
-Memory: ``det`` is a buffer of its own beside the groups' outputs that autograd keeps
-for their backward (the activation's), so stage 0 holds one ``[n_rows, H]`` more until
-the groups' backward releases them than a whole encode, whose output was its own
-``det``; X after dropout is kept as before (the weight's gradient needs it), once:
-:func:`gnnpipe.kernels.rows_linear.rows_linear` saves it, not a copy of the rows.
+No autograd graph is kept from a group's forward to its backward: a group is
+projected without one (its rows of X after dropout gathered for the product only),
+and its backward takes the weights' gradients from
+:meth:`gnnpipe.models.model.InputProjection.weight_grads`, with the group's rows of
+``det`` for the activation's derivative. So stage 0 holds ``det`` and X after dropout,
+and nothing per group: what the whole encode held (its output, which autograd kept for
+the activation, and X after dropout, kept for the weight's gradient).
 """
 
 from __future__ import annotations
@@ -74,23 +76,25 @@ def first_reader_groups(local_ids: Mapping[int, Tensor] | Sequence[Tensor], orde
 @dataclass
 class Encoded:
     """Stage 0's ``encode(X)`` for one epoch (or for the chunks run ahead of it): the
-    rows chunks read (``det``, detached), the gradient summed over every read
-    (``grad``), and, unless the encode is the identity, the groups still to encode or
-    to back-propagate (module docstring).
+    rows chunks read (``det``), the gradient summed over every read (``grad``), and,
+    unless the encode is the identity, the groups still to encode or to back-propagate
+    (module docstring).
 
-    ``project(rows)`` returns the encoded rows with their autograd graph (the
-    projection's weights are its leaves); ``project(None)`` all of them, without
-    selecting rows (a group of every row: the projection's own whole-input path, whose
-    sparse backward reuses the features' transposed structure).
+    ``project(rows)`` returns the encoded rows (no autograd graph); ``project(None)``
+    all of them, without selecting rows (a group of every row: the projection's own
+    whole-input path, whose sparse product reuses the features' transposed structure).
+    ``accumulate(rows, h, grad_h)`` adds the weights' gradients of those rows (``rows``
+    None: all), whose output was ``h``, for their output gradient ``grad_h``.
 
-    Shapes: det, grad [n_rows, H]; groups[t] int64 [m_t]; parts[t] [m_t, H].
+    Shapes: det, grad [n_rows, H]; groups[t] int64 [m_t].
     """
 
     det: Tensor
     grad: Tensor
     project: Callable[[Tensor | None], Tensor] | None = None
+    accumulate: Callable[[Tensor | None, Tensor, Tensor], None] | None = None
     groups: dict[int, Tensor] = field(default_factory=dict)
-    parts: dict[int, Tensor] = field(default_factory=dict)
+    pending: set[int] = field(default_factory=set)
 
     @classmethod
     def constant(cls, x: Tensor) -> "Encoded":
@@ -98,36 +102,46 @@ class Encoded:
         return cls(det=x, grad=torch.zeros_like(x))
 
     @classmethod
-    def grouped(cls, project: Callable[[Tensor | None], Tensor], groups: dict[int, Tensor], n_rows: int,
-                width: int, device: torch.device, dtype: torch.dtype) -> "Encoded":
-        """An encode whose group ``t`` is projected by :meth:`encode` ``(t)``."""
+    def grouped(cls, project: Callable[[Tensor | None], Tensor],
+                accumulate: Callable[[Tensor | None, Tensor, Tensor], None], groups: dict[int, Tensor],
+                n_rows: int, width: int, device: torch.device, dtype: torch.dtype) -> "Encoded":
+        """An encode whose group ``t`` is projected by :meth:`encode` ``(t)`` and
+        back-propagated by :meth:`backward` ``(t)``."""
         det = torch.empty(n_rows, width, device=device, dtype=dtype)
-        return cls(det=det, grad=torch.zeros_like(det), project=project, groups=groups)
+        return cls(det=det, grad=torch.zeros_like(det), project=project, accumulate=accumulate, groups=groups)
+
+    def _rows(self, t: int) -> Tensor | None:
+        """Group ``t``'s rows, None when it is every row (ascending and unique)."""
+        rows = self.groups[t]
+        return None if rows.numel() == self.det.shape[0] else rows
 
     def encode(self, t: int) -> None:
         """Project group ``t`` into ``det`` (before the chunk at step ``t`` reads it);
         nothing for the identity encode or an empty group."""
-        rows = self.groups.get(t)
-        if self.project is None or rows is None or rows.numel() == 0:
+        if self.project is None or t not in self.groups or self.groups[t].numel() == 0:
             return
-        if rows.numel() == self.det.shape[0]:  # every row (ascending, unique): the whole input
-            h = self.project(None)
-            self.det.copy_(h.detach())
+        rows = self._rows(t)
+        if rows is None:
+            self.det.copy_(self.project(None))
         else:
-            h = self.project(rows)
-            self.det.index_copy_(0, rows, h.detach())
-        self.parts[t] = h
+            self.det.index_copy_(0, rows, self.project(rows))
+        self.pending.add(t)
 
     def backward(self, t: int) -> None:
-        """Back-propagate group ``t``'s summed gradient (after the backward of the
-        chunk at step ``t``, its last reader)."""
-        h = self.parts.pop(t, None)
-        if h is not None:
-            h.backward(self.grad.index_select(0, self.groups[t]))
+        """Add group ``t``'s weight gradients from its summed output gradient (after
+        the backward of the chunk at step ``t``, its last reader)."""
+        if t not in self.pending:
+            return
+        self.pending.discard(t)
+        rows = self._rows(t)
+        if rows is None:
+            self.accumulate(None, self.det, self.grad)  # type: ignore[misc]
+        else:
+            self.accumulate(rows, self.det.index_select(0, rows), self.grad.index_select(0, rows))  # type: ignore[misc]
 
     def check_done(self) -> None:
         """Raise if a group was encoded and not back-propagated (a schedule that
         skipped a chunk's backward: its weight gradient would be missing)."""
-        if self.parts:
-            raise RuntimeError(f"stage 0's encode: groups of steps {sorted(self.parts)} were encoded and not "
+        if self.pending:
+            raise RuntimeError(f"stage 0's encode: groups of steps {sorted(self.pending)} were encoded and not "
                                "back-propagated; expected every chunk's backward before the step")

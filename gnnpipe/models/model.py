@@ -32,7 +32,7 @@ from torch.nn import functional as F
 
 from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import ConfigError
-from gnnpipe.kernels.rows_linear import rows_linear
+from gnnpipe.kernels.csr import make_csr
 from gnnpipe.kernels.sparse_input import sparse_linear
 
 from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, masked_dropout,
@@ -87,7 +87,8 @@ class InputProjection(nn.Module):
 
     ``x`` may also be a :class:`DroppedInput` from :meth:`drop` (dropout already drawn),
     with ``rows``: then only those rows are projected (a pipeline's stage 0 encodes its
-    rows group by group as chunks first read them: :mod:`gnnpipe.engine.encode_groups`).
+    rows group by group as chunks first read them, without autograd, and takes the
+    weights' gradients from :meth:`weight_grads`: :mod:`gnnpipe.engine.encode_groups`).
 
     Shapes: x [n, in_dim] -> [n, out_dim] (out_dim == in_dim when disabled); with rows
     int64 [m] -> [m, out_dim].
@@ -123,11 +124,29 @@ class InputProjection(nn.Module):
             if rows is not None:
                 xs, values = SparseFeatures(xs.crow, xs.col, values, xs.shape).index_select(0, rows), None
             h = sparse_linear(xs, w, self.linear.bias, values=values)
-        elif rows is None:
-            h = F.linear(d.x, w, self.linear.bias)
         else:
-            h = rows_linear(d.x, rows, w, self.linear.bias)
+            h = F.linear(d.x if rows is None else d.x.index_select(0, rows), w, self.linear.bias)
         return F.relu(h) if self.activation else h
+
+    def weight_grads(self, d: DroppedInput, rows: Tensor | None, h: Tensor, grad_h: Tensor) -> tuple[Tensor, Tensor]:
+        """``(grad of linear.weight, grad of linear.bias)`` of ``forward(d, rows=rows)``,
+        whose output was ``h``, for the output gradient ``grad_h``: what autograd would
+        give, without a graph kept from the forward (a pipeline's stage 0 projects its
+        rows group by group and keeps only their outputs, which it needs anyway:
+        :mod:`gnnpipe.engine.encode_groups`). ReLU's derivative is read off ``h > 0``,
+        as autograd reads it off its saved output.
+
+        Shapes: h, grad_h [m, out_dim] (m: the rows, or all n) -> [out_dim, in_dim], [out_dim].
+        """
+        gz = grad_h * (h > 0) if self.activation else grad_h
+        if isinstance(d.x, SparseFeatures):
+            xs = d.x if rows is None else SparseFeatures(d.x.crow, d.x.col, d.values, d.x.shape).index_select(0, rows)
+            values = d.values if rows is None else xs.values
+            t_crow, t_col, perm = xs.transpose_structure()
+            gw = (make_csr(t_crow, t_col, values[perm], (xs.shape[1], xs.shape[0])) @ gz.contiguous()).t().contiguous()
+        else:
+            gw = gz.t() @ (d.x if rows is None else d.x.index_select(0, rows))
+        return (gw * d.scale if d.scale != 1.0 else gw), gz.sum(0)
 
 
 class Classifier(nn.Module):

@@ -1,7 +1,8 @@
 """Stage 0's encode group by group (no processes): rows are grouped by the step of
 their first reader; projecting the groups in order and back-propagating them in
-reverse gives exactly one whole encode's rows and weight gradients, dense and sparse,
-with dropout drawn once; a group left without its backward is an error."""
+reverse (the weights' gradients by ``InputProjection.weight_grads``, no autograd
+graph kept) gives exactly one whole encode's rows and weight gradients, dense and
+sparse, with dropout drawn once; a group left without its backward is an error."""
 
 from __future__ import annotations
 
@@ -44,17 +45,32 @@ def test_groups_partition_the_read_rows_by_their_earliest_reader():
     assert sum(g.numel() for g in groups.values()) == len(first)
 
 
+def _grouped(proj: InputProjection, dropped, groups: dict, n: int) -> Encoded:
+    """An Encoded as the stage builds one: projected without a graph, the gradients
+    added to the projection's parameters."""
+    def project(rows):
+        with torch.no_grad():
+            return proj(dropped, rows=rows)
+
+    def accumulate(rows, h, grad_h):
+        for p, g in zip((proj.linear.weight, proj.linear.bias), proj.weight_grads(dropped, rows, h, grad_h)):
+            p.grad = g if p.grad is None else p.grad + g
+
+    return Encoded.grouped(project, accumulate, groups, n, proj.out_dim, torch.device("cpu"), DT)
+
+
 def _features(sparse: bool) -> torch.Tensor | SparseFeatures:
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(40, 9, generator=gen, dtype=DT) * (torch.rand(40, 9, generator=gen) < 0.4)
     return SparseFeatures.from_dense(x) if sparse else x
 
 
+@pytest.mark.parametrize("activation", [True, False], ids=["relu", "linear"])  # GCNII's, ResGCN+'s
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
-def test_grouped_encode_equals_one_whole_encode(sparse):
+def test_grouped_encode_equals_one_whole_encode(sparse, activation):
     x = _features(sparse)
     torch.manual_seed(3)
-    proj = InputProjection(9, 5, dropout=0.5).to(DT).train()
+    proj = InputProjection(9, 5, dropout=0.5, activation=activation).to(DT).train()
     local_ids = _ids(list(range(0, 15)) + [30, 31], list(range(12, 28)), list(range(25, 40)) + [1, 2])
     order = [1, 2, 0]
     groups = first_reader_groups(local_ids, order, range(3), 40)
@@ -67,9 +83,10 @@ def test_grouped_encode_equals_one_whole_encode(sparse):
     proj.zero_grad(set_to_none=True)
 
     dropped = proj.drop(x, torch.Generator().manual_seed(11))
-    enc = Encoded.grouped(lambda rows: proj(dropped, rows=rows), groups, 40, 5, torch.device("cpu"), DT)
+    enc = _grouped(proj, dropped, groups, 40)
     enc.encode(0)
-    assert set(enc.parts) == {0}  # only the first chunk's rows so far
+    assert enc.pending == {0}  # only the first chunk's rows so far
+    assert torch.equal(enc.det[groups[0]], whole.detach()[groups[0]])
     for t in (1, 2):
         enc.encode(t)
     torch.testing.assert_close(enc.det[read], whole.detach()[read], rtol=1e-12, atol=1e-12)
@@ -85,7 +102,7 @@ def test_a_group_left_without_its_backward_is_an_error():
     proj = InputProjection(9, 5, dropout=0.0).to(DT)
     x = _features(False)
     groups = first_reader_groups(_ids([0, 1, 2], [2, 3]), [0, 1], range(2), 40)
-    enc = Encoded.grouped(lambda rows: proj(proj.drop(x), rows=rows), groups, 40, 5, torch.device("cpu"), DT)
+    enc = _grouped(proj, proj.drop(x), groups, 40)
     enc.encode(0)
     enc.encode(1)
     enc.backward(1)
@@ -118,9 +135,14 @@ def test_a_group_of_every_row_projects_the_whole_input_without_selecting_rows():
 
     def project(rows):
         asked.append(rows)
-        return proj(proj.drop(x), rows=rows)
+        with torch.no_grad():
+            return proj(proj.drop(x), rows=rows)
 
-    enc = Encoded.grouped(project, groups, 40, 5, torch.device("cpu"), DT)
+    def accumulate(rows, h, grad_h):
+        asked.append(rows)
+
+    enc = Encoded.grouped(project, accumulate, groups, 40, 5, torch.device("cpu"), DT)
     enc.encode(0)
-    assert asked == [None]
+    enc.backward(0)
+    assert asked == [None, None]
     torch.testing.assert_close(enc.det, proj(x).detach(), rtol=0, atol=0)
