@@ -32,10 +32,12 @@ the activation, and X after dropout, kept for the weight's gradient).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
+
+from gnnpipe.engine.cross_epoch import call_with
 
 __all__ = ["Encoded", "first_reader_groups"]
 
@@ -109,6 +111,30 @@ class Encoded:
         back-propagated by :meth:`backward` ``(t)``."""
         det = torch.empty(n_rows, width, device=device, dtype=dtype)
         return cls(det=det, grad=torch.zeros_like(det), project=project, accumulate=accumulate, groups=groups)
+
+    @classmethod
+    def of_projection(cls, enc: Any, x: Any, groups: dict[int, Tensor], n_rows: int, *,
+                      generator: torch.Generator | None, weights: dict[str, Tensor] | None) -> "Encoded":
+        """The grouped encode of the input projection ``enc``
+        (:class:`gnnpipe.models.model.InputProjection`, enabled) over ``x`` (the row
+        space's features, dense or sparse): its dropout drawn now from ``generator``;
+        with ``weights`` (a stash, :mod:`gnnpipe.engine.cross_epoch`) projected with
+        those and their leaves take the gradients, which the step adds to the
+        parameters', else the parameters do, as autograd would have put them."""
+        dropped = enc.drop(x, generator)
+        targets = weights or dict(enc.named_parameters())
+        leaves = (targets["linear.weight"], targets["linear.bias"])
+
+        def project(rows: Tensor | None) -> Tensor:
+            with torch.no_grad():
+                return call_with(enc, weights, dropped, rows=rows)
+
+        def accumulate(rows: Tensor | None, h: Tensor, grad_h: Tensor) -> None:
+            for leaf, g in zip(leaves, enc.weight_grads(dropped, rows, h, grad_h)):
+                leaf.grad = g if leaf.grad is None else leaf.grad.add_(g)
+
+        like = enc.linear.weight
+        return cls.grouped(project, accumulate, groups, n_rows, enc.out_dim, like.device, like.dtype)
 
     def _rows(self, t: int) -> Tensor | None:
         """Group ``t``'s rows, None when it is every row (ascending and unique)."""

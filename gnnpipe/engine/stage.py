@@ -218,24 +218,11 @@ class Stage:
         enc = self.model.encode
         if not enc.enabled:
             return Encoded.constant(enc(self.x))
-        dropped = enc.drop(self.x, st.masks.generator(0) if st.masks is not None else None)
-        weights = None if stash is None else module_stash(stash, "encode")
-        # The gradients go where autograd would put them: the stash's leaves for chunks
-        # run ahead (added to the parameters' at the step), else the parameters.
-        targets = (weights or dict(enc.named_parameters()))
-        leaves = (targets["linear.weight"], targets["linear.bias"])
-
-        def project(rows: Tensor | None) -> Tensor:
-            with torch.no_grad():
-                return call_with(enc, weights, dropped, rows=rows)
-
-        def accumulate(rows: Tensor | None, h: Tensor, grad_h: Tensor) -> None:
-            for leaf, g in zip(leaves, enc.weight_grads(dropped, rows, h, grad_h)):
-                leaf.grad = g if leaf.grad is None else leaf.grad.add_(g)
-
         groups = first_reader_groups(self.local_ids, st.orders[self.way], steps, self.rows.n_rows,
                                      split=not self.x.is_sparse)
-        return Encoded.grouped(project, accumulate, groups, self.rows.n_rows, enc.out_dim, self.device, self.dtype)
+        return Encoded.of_projection(enc, self.x, groups, self.rows.n_rows,
+                                     generator=st.masks.generator(0) if st.masks is not None else None,
+                                     weights=None if stash is None else module_stash(stash, "encode"))
 
     def _h0(self, st: EpochState, k: int) -> Encoded:
         """The encode chunk ``k`` reads: the stashed one if it ran ahead."""

@@ -1,8 +1,9 @@
 """Stage 0's encode group by group (no processes): rows are grouped by the step of
 their first reader; projecting the groups in order and back-propagating them in
-reverse (the weights' gradients by ``InputProjection.weight_grads``, no autograd
-graph kept) gives exactly one whole encode's rows and weight gradients, dense and
-sparse, with dropout drawn once; a group left without its backward is an error."""
+reverse (``Encoded.of_projection``: the weights' gradients by
+``InputProjection.weight_grads``, no autograd graph kept) gives exactly one whole
+encode's rows and weight gradients, dense and sparse, with dropout drawn once, into
+the parameters or a stash's leaves; a group left without its backward is an error."""
 
 from __future__ import annotations
 
@@ -45,20 +46,6 @@ def test_groups_partition_the_read_rows_by_their_earliest_reader():
     assert sum(g.numel() for g in groups.values()) == len(first)
 
 
-def _grouped(proj: InputProjection, dropped, groups: dict, n: int) -> Encoded:
-    """An Encoded as the stage builds one: projected without a graph, the gradients
-    added to the projection's parameters."""
-    def project(rows):
-        with torch.no_grad():
-            return proj(dropped, rows=rows)
-
-    def accumulate(rows, h, grad_h):
-        for p, g in zip((proj.linear.weight, proj.linear.bias), proj.weight_grads(dropped, rows, h, grad_h)):
-            p.grad = g if p.grad is None else p.grad + g
-
-    return Encoded.grouped(project, accumulate, groups, n, proj.out_dim, torch.device("cpu"), DT)
-
-
 def _features(sparse: bool) -> torch.Tensor | SparseFeatures:
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(40, 9, generator=gen, dtype=DT) * (torch.rand(40, 9, generator=gen) < 0.4)
@@ -82,8 +69,7 @@ def test_grouped_encode_equals_one_whole_encode(sparse, activation):
     want = {n: p.grad.clone() for n, p in proj.named_parameters()}
     proj.zero_grad(set_to_none=True)
 
-    dropped = proj.drop(x, torch.Generator().manual_seed(11))
-    enc = _grouped(proj, dropped, groups, 40)
+    enc = Encoded.of_projection(proj, x, groups, 40, generator=torch.Generator().manual_seed(11), weights=None)
     enc.encode(0)
     assert enc.pending == {0}  # only the first chunk's rows so far
     assert torch.equal(enc.det[groups[0]], whole.detach()[groups[0]])
@@ -102,7 +88,7 @@ def test_a_group_left_without_its_backward_is_an_error():
     proj = InputProjection(9, 5, dropout=0.0).to(DT)
     x = _features(False)
     groups = first_reader_groups(_ids([0, 1, 2], [2, 3]), [0, 1], range(2), 40)
-    enc = _grouped(proj, proj.drop(x), groups, 40)
+    enc = Encoded.of_projection(proj, x, groups, 40, generator=None, weights=None)
     enc.encode(0)
     enc.encode(1)
     enc.backward(1)
@@ -146,3 +132,25 @@ def test_a_group_of_every_row_projects_the_whole_input_without_selecting_rows():
     enc.backward(0)
     assert asked == [None, None]
     torch.testing.assert_close(enc.det, proj(x).detach(), rtol=0, atol=0)
+
+
+def test_with_a_stash_the_gradients_go_to_its_leaves_and_the_parameters_stay_untouched():
+    """Cross-epoch: chunks run ahead use the weights not yet stepped (a stash of leaf
+    copies); their encode's gradients go to those leaves, as autograd would put them."""
+    x = _features(False)
+    torch.manual_seed(3)
+    proj = InputProjection(9, 5, dropout=0.0).to(DT)
+    stash = {n: p.detach().clone().requires_grad_(True) for n, p in proj.named_parameters()}
+    groups = first_reader_groups(_ids(list(range(20)), list(range(15, 40))), [0, 1], range(2), 40)
+    enc = Encoded.of_projection(proj, x, groups, 40, generator=None, weights=stash)
+    g = torch.randn(40, 5, generator=torch.Generator().manual_seed(2), dtype=DT)
+    for t in (0, 1):
+        enc.encode(t)
+    enc.grad.copy_(g)
+    for t in (1, 0):
+        enc.backward(t)
+    assert all(p.grad is None for p in proj.parameters())
+    want = proj(x)
+    want.backward(g)
+    for n, p in proj.named_parameters():
+        torch.testing.assert_close(stash[n].grad, p.grad, rtol=1e-12, atol=1e-12, msg=n)
