@@ -2,8 +2,10 @@
 pipeline stage's real per-layer work, against the planner's calibrated figure.
 
 The planner multiplies every chunked mode's compute by ``contention``, which
-:func:`gnnpipe.plan.calibrate.calibrate` measures with a small matmul + row-gather
-kernel run alone and on both processes at once. Here the kernel is one stage layer over
+:func:`gnnpipe.plan.calibrate.calibrate` measures on a synthetic graph, alone and on
+both processes at once (with a small matmul + row-gather kernel when this benchmark was
+written; since, with this benchmark's kernel). Here the kernel
+(:func:`gnnpipe.plan.calibrate.stage_layer_kernel`) is one stage layer over
 the 8 chunks of a METIS chunking of a real graph, as the layers run it (the gather of
 each chunk's local rows, dropout, the chunk's aggregation, the matmul, and their
 backward), one thread per process: the fastest of ``--rounds`` rounds of ``--reps``
@@ -27,25 +29,14 @@ from .runner import load_average, write_measurement
 
 
 def _layer(name: str, root: str, chunks: int) -> Any:
+    """The calibration's stage layer (:func:`gnnpipe.plan.calibrate.stage_layer_kernel`)
+    over the graph's METIS chunking."""
     import gnnpipe
-    from gnnpipe.kernels import ChunkOps
-    from gnnpipe.models.layers import dropout
     from gnnpipe.partition import chunk_graph
+    from gnnpipe.plan.calibrate import stage_layer_kernel
 
     g = gnnpipe.load_dataset(name, root=root).remove_self_loops()
-    plans = chunk_graph(g, chunks).plans
-    ops = [ChunkOps.build(p) for p in plans]
-    ids = [torch.as_tensor(p.local_global_nid) for p in plans]
-    gen = torch.Generator().manual_seed(0)
-    B, W = torch.randn(g.num_nodes, 100, generator=gen), torch.randn(100, 100, generator=gen)
-
-    def layer() -> None:
-        for o, i in zip(ops, ids):
-            h = B.index_select(0, i).requires_grad_()
-            y = o.aggregate(dropout(h, 0.5, True, scaled=False), "gcn") @ W
-            y.backward(torch.ones_like(y))
-
-    return layer
+    return stage_layer_kernel(chunk_graph(g, chunks).plans, g.num_nodes)
 
 
 def _run(rank: int, name: str, root: str, chunks: int, both: bool, reps: int, q: Any) -> None:  # pragma: no cover

@@ -5,7 +5,8 @@ Encoding all rows before the first chunk and back-propagating all of them after 
 last one puts the whole encode (forward and backward) where no other stage can work:
 on Amazon Photo (7,650 x 745 dense features, GCNII-32, S = 2, C = 8) 47 ms of a 0.47 s
 epoch, which the last stage waits through at both ends, so that moving layers off
-stage 0 could not help (measured: 16/16 0.48-0.50 s, 15/17 0.49 s, 14/18 0.52 s).
+stage 0 could not help (timed ad hoc: 16/16 0.48-0.50 s, 15/17 0.49 s, 14/18 0.52 s;
+the A/B of this change: ``bench/results/encode_groups_ab/``).
 
 A row's encode is first needed by the first chunk in the epoch's order that reads
 it, and its gradient is complete once that same chunk's backward is done: the backward
@@ -52,9 +53,9 @@ def first_reader_groups(local_ids: Mapping[int, Tensor] | Sequence[Tensor], orde
     before the first chunk, back-propagated after its backward, the last). For sparse
     features: projecting CSR rows group by group needs each group's own transposed
     structure for the backward, which costs more than spreading the cheap sparse
-    projection saves (BlogCatalog, 8,189 features at 0.87 %, C = 8, one thread: 47-49 ms
-    a forward + backward in groups against 15-17 ms whole; 86 % of the rows are the
-    first chunk's anyway).
+    projection saves (BlogCatalog, 8,189 features at 0.87 %, C = 8, one thread, timed
+    ad hoc: 47-49 ms a forward + backward in groups against 15-17 ms whole; 86 % of the
+    rows are the first chunk's anyway).
 
     Shapes: local_ids[k] int64 [num_local_k] (chunk k's own then halo rows, in the row
     space of ``n_rows``) -> each group int64 [m_t]."""
@@ -67,11 +68,11 @@ def first_reader_groups(local_ids: Mapping[int, Tensor] | Sequence[Tensor], orde
     at = torch.cat([torch.full((local_ids[order[t]].numel(),), t, dtype=torch.int64, device=device)
                     for t in steps])
     first.scatter_reduce_(0, ids, at, reduce="amin")
-    by_step = torch.argsort(first, stable=True)
-    counts = torch.bincount(first - steps.start, minlength=never - steps.start + 1).tolist()
-    parts = torch.split(by_step, counts)
     if not split:
-        return {steps.start: torch.sort(by_step[:sum(counts[:-1])]).values}
+        return {steps.start: (first < never).nonzero().squeeze(1)}
+    by_step = torch.argsort(first, stable=True)
+    counts = torch.bincount(first - steps.start, minlength=len(steps) + 1).tolist()
+    parts = torch.split(by_step, counts)
     return {t: parts[t - steps.start] for t in steps}
 
 

@@ -292,8 +292,9 @@ class Stage:
         ops = self.ops[k]
         if self.first:
             x_own = None
-            self._h0(st, k).encode(t)  # the rows chunk k is the first to read
-            h0_k = self._h0(st, k).det[own].clone().requires_grad_(self.needs_h0)
+            h0 = self._h0(st, k)
+            h0.encode(t)  # the rows chunk k is the first to read
+            h0_k = h0.det[own].clone().requires_grad_(self.needs_h0)
         else:
             buf = st.recv_f.pop(k)[1].to(self.dtype)
             d_in = self.dims[self.a]

@@ -24,7 +24,7 @@ import torch
 
 from gnnpipe.kernels.csr import make_csr
 
-__all__ = ["sparse_linear"]
+__all__ = ["sparse_linear", "sparse_weight_grad"]
 
 
 class _SparseLinear(torch.autograd.Function):
@@ -44,13 +44,22 @@ class _SparseLinear(torch.autograd.Function):
         if not ctx.needs_input_grad[0]:
             return None, None, None
         (values,) = ctx.saved_tensors
-        x = ctx.x
-        n, f = x.shape
-        if values.numel() == 0 or n == 0:
-            return grad_y.new_zeros((grad_y.shape[1], f)), None, None
-        t_crow, t_col, perm = x.transpose_structure()
-        xt = make_csr(t_crow, t_col, values[perm], (f, n))
-        return (xt @ grad_y.contiguous()).t(), None, None
+        return sparse_weight_grad(ctx.x, values, grad_y), None, None
+
+
+def sparse_weight_grad(x: Any, values: torch.Tensor, grad_y: torch.Tensor) -> torch.Tensor:
+    """The weight's gradient of ``y = X(values) @ W^T`` for the output gradient
+    ``grad_y``: ``(X^T grad_y)^T``, through the transposed structure built once per
+    feature matrix (module docstring).
+
+    Shapes: x [n, F]; values [nnz]; grad_y [n, H] -> [H, F].
+    """
+    n, f = x.shape
+    if values.numel() == 0 or n == 0:
+        return grad_y.new_zeros((grad_y.shape[1], f))
+    t_crow, t_col, perm = x.transpose_structure()
+    xt = make_csr(t_crow, t_col, values[perm], (f, n))
+    return (xt @ grad_y.contiguous()).t()
 
 
 def sparse_linear(x: Any, weight: torch.Tensor, bias: torch.Tensor | None = None,

@@ -32,8 +32,7 @@ from torch.nn import functional as F
 
 from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import ConfigError
-from gnnpipe.kernels.csr import make_csr
-from gnnpipe.kernels.sparse_input import sparse_linear
+from gnnpipe.kernels.sparse_input import sparse_linear, sparse_weight_grad
 
 from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, masked_dropout,
                      scaled_weight)
@@ -73,6 +72,17 @@ class DroppedInput:
     x: Tensor | SparseFeatures
     scale: float
     values: Tensor | None = None
+
+    def select(self, rows: Tensor | None) -> "DroppedInput":
+        """Rows ``rows`` of it, in that order (all of it, itself, when None).
+
+        Shapes: rows int64 [m] -> x [m, F]."""
+        if rows is None:
+            return self
+        if isinstance(self.x, SparseFeatures):
+            xs = SparseFeatures(self.x.crow, self.x.col, self.values, self.x.shape).index_select(0, rows)
+            return DroppedInput(xs, self.scale, xs.values)
+        return DroppedInput(self.x.index_select(0, rows), self.scale)
 
 
 class InputProjection(nn.Module):
@@ -117,15 +127,12 @@ class InputProjection(nn.Module):
         ``rows``: project only these rows of a :class:`DroppedInput`."""
         if self.linear is None:
             return x.to_dense() if isinstance(x, SparseFeatures) else x  # type: ignore[return-value]
-        d = x if isinstance(x, DroppedInput) else self.drop(x, generator)
+        d = (x if isinstance(x, DroppedInput) else self.drop(x, generator)).select(rows)
         w = scaled_weight(self.linear.weight, d.scale)
         if isinstance(d.x, SparseFeatures):
-            xs, values = d.x, d.values
-            if rows is not None:
-                xs, values = SparseFeatures(xs.crow, xs.col, values, xs.shape).index_select(0, rows), None
-            h = sparse_linear(xs, w, self.linear.bias, values=values)
+            h = sparse_linear(d.x, w, self.linear.bias, values=d.values)
         else:
-            h = F.linear(d.x if rows is None else d.x.index_select(0, rows), w, self.linear.bias)
+            h = F.linear(d.x, w, self.linear.bias)
         return F.relu(h) if self.activation else h
 
     def weight_grads(self, d: DroppedInput, rows: Tensor | None, h: Tensor, grad_h: Tensor) -> tuple[Tensor, Tensor]:
@@ -139,13 +146,11 @@ class InputProjection(nn.Module):
         Shapes: h, grad_h [m, out_dim] (m: the rows, or all n) -> [out_dim, in_dim], [out_dim].
         """
         gz = grad_h * (h > 0) if self.activation else grad_h
+        d = d.select(rows)
         if isinstance(d.x, SparseFeatures):
-            xs = d.x if rows is None else SparseFeatures(d.x.crow, d.x.col, d.values, d.x.shape).index_select(0, rows)
-            values = d.values if rows is None else xs.values
-            t_crow, t_col, perm = xs.transpose_structure()
-            gw = (make_csr(t_crow, t_col, values[perm], (xs.shape[1], xs.shape[0])) @ gz.contiguous()).t().contiguous()
+            gw = sparse_weight_grad(d.x, d.values, gz).contiguous()
         else:
-            gw = gz.t() @ (d.x if rows is None else d.x.index_select(0, rows))
+            gw = gz.t() @ d.x
         return (gw * d.scale if d.scale != 1.0 else gw), gz.sum(0)
 
 

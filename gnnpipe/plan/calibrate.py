@@ -21,13 +21,13 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 from gnnpipe.plan.inputs import HardwareProfile
 
-__all__ = ["calibrate", "median_time_s", "min_time_s", "WORKER_OVERHEAD_BYTES"]
+__all__ = ["calibrate", "median_time_s", "min_time_s", "stage_layer_kernel", "WORKER_OVERHEAD_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -190,20 +190,15 @@ def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
     return result
 
 
-def _stage_layer(num_nodes: int = 4000, chunks: int = 4, hidden: int = 100) -> Callable[[], None]:
-    """One stage layer's work over the chunks of a synthetic graph, as the layers run
-    it: each chunk's local rows gathered, dropped out, aggregated and multiplied, then
-    the backward. The contention is measured on it, not on a dense kernel: a matmul
-    with a row gather measured 1.06-1.20 here, the real stage layer of Amazon Photo and
-    BlogCatalog 1.02 and 1.00 (``bench/results/contention.json``), and the planner
-    multiplies every chunked mode's compute by it."""
-    from gnnpipe.data.synthetic import synthetic_graph
+def stage_layer_kernel(plans: Sequence[Any], num_nodes: int, hidden: int = 100) -> Callable[[], None]:
+    """One stage layer's work over the chunks ``plans`` of a graph of ``num_nodes``
+    vertices, as the layers run it: each chunk's local rows gathered from a buffer of
+    every row, dropped out, aggregated and multiplied, then the backward (CPU). What
+    the calibration measures contention on (:func:`_stage_layer`) and
+    ``bench/contention.py`` times on real graphs."""
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.layers import dropout
-    from gnnpipe.partition import chunk_graph
 
-    g = synthetic_graph(num_nodes=num_nodes, num_features=8, avg_degree=16.0, seed=3).remove_self_loops()
-    plans = chunk_graph(g, chunks, method="metis", seed=0, cache=False).plans
     ops = [(ChunkOps.build(p), torch.as_tensor(p.local_global_nid)) for p in plans]
     gen = torch.Generator().manual_seed(0)
     buf, w = torch.randn(num_nodes, hidden, generator=gen), torch.randn(hidden, hidden, generator=gen)
@@ -215,6 +210,20 @@ def _stage_layer(num_nodes: int = 4000, chunks: int = 4, hidden: int = 100) -> C
             y.backward(torch.ones_like(y))
 
     return layer
+
+
+def _stage_layer(num_nodes: int = 4000, chunks: int = 4) -> Callable[[], None]:
+    """:func:`stage_layer_kernel` over a METIS chunking of a synthetic graph. The
+    contention is measured on it, not on a dense kernel: a matmul with a row gather had
+    put it at 1.196 (``bench/results/plan_check.json`` of commit f4d7e59; 1.06-1.15 in
+    ad hoc calibrations), the real stage layer of Amazon Photo and BlogCatalog measured
+    1.02 and 1.00 (``bench/results/contention.json``), and the planner multiplies every
+    chunked mode's compute by it."""
+    from gnnpipe.data.synthetic import synthetic_graph
+    from gnnpipe.partition import chunk_graph
+
+    g = synthetic_graph(num_nodes=num_nodes, num_features=8, avg_degree=16.0, seed=3).remove_self_loops()
+    return stage_layer_kernel(chunk_graph(g, chunks, method="metis", seed=0, cache=False).plans, num_nodes)
 
 
 def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cover - child process

@@ -21,8 +21,9 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
 * ``pipeline``/``hybrid``: per stage the sum over its way's chunks, stage 0's with the
   encode (projected group by group as chunks first read the rows:
   :mod:`gnnpipe.engine.encode_groups`; sparse features whole, before the first
-  chunk); the epoch is the longest of the stages' paths: a stage's total + one chunk of each other stage (fill and drain: the
-  ``(S-1)/(C+S-1)`` share when balanced), for stages after the first also the encode
+  chunk); the epoch is the longest of the stages' paths: a stage's total + one chunk
+  of each other stage (fill and drain: the ``(S-1)/(C+S-1)`` share when balanced),
+  for stages after the first also the encode
   of the first chunk's rows (forward before anything flows, backward after the last
   chunk: nothing else can run then); + the fill/drain transfers and a latency per
   chunk receive; hybrid adds the per-step halo exchange between ways and the
@@ -279,9 +280,8 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
         # chunk of each other stage; or another stage's work plus the first encode
         # group and one chunk of each other stage (fill and drain).
         work = [totals[0] + enc] + totals[1:]
-        paths = [(s, (first * enc if s else 0.0) + work[s]
-                  + hide * sum(totals[q] / nk for q in range(stages) if q != s)) for s in range(stages)]
-        slow, path = max(paths, key=lambda sp: sp[1])
+        path = max((first * enc if s else 0.0) + work[s] + hide * sum(totals[q] / nk for q in range(stages) if q != s)
+                   for s in range(stages))
         comm = 0.0
         if stages > 1:
             width = m.dims[ranges[0][1]] + (m.h0_dim if m.needs_h0 else 0)

@@ -139,14 +139,14 @@ def run_epochs(runner: Any, comm: Any, train: Any, *, rank: int, world_size: int
                              shared=[mine.get(k, 0) for k in KINDS] + list(stats.history_drift or ()))
         summed, per_rank = allv
         summed, drift_sums = summed[:len(KINDS)], summed[len(KINDS):]
-        epoch_s, wait_s, bubble_s, _ = max(per_rank, key=lambda v: v[0])[:4]
         time_per_rank = [{"rank": r, "epoch_s": v[0], "compute_s": max(0.0, v[0] - v[1] - v[2]),
                           "comm_wait_s": v[1], "bubble_s": v[2]} for r, v in enumerate(per_rank)]
+        slowest = max(time_per_rank, key=lambda t: t["epoch_s"])
         eval_s = max(v[3] for v in per_rank)
         bad_ranks = [r for r, v in enumerate(per_rank) if v[4]]
-        rec = EpochRecord(epoch=epoch, loss=float(stats.loss), epoch_time_s=epoch_s,
-                          compute_s=max(0.0, epoch_s - wait_s - bubble_s), comm_wait_s=wait_s,
-                          bubble_s=bubble_s, bytes={k: int(round(v)) for k, v in zip(KINDS, summed)},
+        rec = EpochRecord(epoch=epoch, loss=float(stats.loss), epoch_time_s=slowest["epoch_s"],
+                          compute_s=slowest["compute_s"], comm_wait_s=slowest["comm_wait_s"],
+                          bubble_s=slowest["bubble_s"], bytes={k: int(round(v)) for k, v in zip(KINDS, summed)},
                           bytes_predicted=None if predicted is None else dict(predicted),
                           history_drift=_relative_drift(drift_sums) if stats.history_drift is not None else None,
                           time_per_rank=time_per_rank)

@@ -56,7 +56,8 @@ __all__ = [
 
 #: Bumped whenever the key sets that :func:`check_record` requires change (a key
 #: added, renamed or removed). 2: ``epochs[].val_loss``, ``best.val_loss``, ``best.monitor``;
-#: 3: ``summary.diverged``; 4: ``epochs[].history_drift``; 5: ``plan``.
+#: 3: ``summary.diverged``; 4: ``epochs[].history_drift``; 5: ``plan``;
+#: 6: ``epochs[].time_per_rank``.
 SCHEMA_VERSION = 6
 
 #: Number of leading epochs left out of ``summary.mean_epoch_time_s`` (warm-up), as
