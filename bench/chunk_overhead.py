@@ -16,7 +16,11 @@ applied to each chunk's rows of it (:mod:`gnnpipe.models.masks`, the stage now),
 ``1 / (1 - p)`` folded into the layer's weights: one multiply each way, not two);
 ``draw_chunks_8bit`` / ``draw_chunks_16bit`` the mask draw alone over the chunks' local
 rows at p = 0.5 with 8-bit lanes (what dropout uses for such p) and with 16-bit ones. On a dense graph a chunk's halo is
-most of N, so the copies move several times N rows per layer. This times each of these
+most of N, so the copies move several times N rows per layer. ``whole`` times what single
+mode does per layer instead, over the N rows at once (one chunk's operator over the whole
+graph): the aggregation forward and backward, the matmul, the dropout forward and backward;
+``excess_over_whole`` is, per kind of work, the chunks' sum minus that (computed): where a
+stage's layer spends more than its share of a single-mode layer. This times each of these
 kernels alone, one thread, summed over the C chunks of a METIS partition, median of
 ``--repeats``; the ``copies`` share is (gather + mask + scatter) over all six.
 
@@ -99,12 +103,31 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     draw = {f"draw_chunks_{b}bit_s": median_time_s(
         lambda b=b: [draw_keep((len(ids), hidden), 0.5, bits=b) for ids in local_ids], repeats) for b in (8, 16)}
     copies = seconds["gather"] + seconds["mask_stale"] + seconds["scatter"]
+    # Single mode's layer over the N rows (the same kernels, one operator for the graph).
+    (whole_plan,) = chunk_graph(graph, 1).plans
+    whole_ops = ChunkOps.build(whole_plan)
+    x_whole = B.clone().requires_grad_()
+    y_whole = whole_ops.aggregate(x_whole, "gcn")
+    g_whole = torch.randn_like(y_whole)
+    whole = {
+        "aggregate_forward": median_time_s(lambda: whole_ops.aggregate(B, "gcn"), repeats),
+        "aggregate_backward": median_time_s(
+            lambda: torch.autograd.grad(y_whole, x_whole, g_whole, retain_graph=True), repeats),
+        "matmul_forward": median_time_s(lambda: B @ W, repeats),
+        "dropout": median_time_s(lambda: dropout_fb([B.clone().requires_grad_()], scaled=False), repeats),
+    }
+    chunked = {"aggregate_forward": seconds["aggregate_forward"], "aggregate_backward": seconds["aggregate_backward"],
+               "matmul_forward": seconds["matmul_forward"], "dropout": dropout_chunks_unscaled,
+               "copies": copies}
+    excess = {k: v - whole.get(k, 0.0) for k, v in chunked.items()}
     return {"mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks,
             "dropout_chunks_unscaled_s": dropout_chunks_unscaled, "dropout_shared_s": dropout_shared,
             "dropout_once_s": dropout_once, **draw, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
             "local_rows_over_n": sum(len(i) for i in local_ids) / n,
             "halo_rows_over_n": sum(len(h) for h in halo_ids) / n,
-            "seconds_per_layer": seconds, "copies_share": copies / sum(seconds.values())}
+            "seconds_per_layer": seconds, "copies_share": copies / sum(seconds.values()),
+            "whole_seconds_per_layer": whole, "excess_over_whole_s": excess,
+            "excess_over_whole_total_s": sum(excess.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{1e3 * results[-1]['dropout_shared_s']:.1f} ms, over the N rows once "
               f"{1e3 * results[-1]['dropout_once_s']:.1f} ms; mask draw over the chunks' local rows, 8-bit "
               f"lanes {1e3 * results[-1]['draw_chunks_8bit_s']:.1f} ms, 16-bit "
-              f"{1e3 * results[-1]['draw_chunks_16bit_s']:.1f} ms", flush=True)
+              f"{1e3 * results[-1]['draw_chunks_16bit_s']:.1f} ms; over single mode's layer: "
+              + ", ".join(f"{k} {1e3 * v:+.1f} ms" for k, v in results[-1]["excess_over_whole_s"].items()),
+              flush=True)
     write_measurement(
         args,
         "seconds per layer of a pipeline stage's per-chunk kernels, summed over the C chunks, one thread, "
