@@ -14,8 +14,9 @@ applied to each chunk's rows of it (:mod:`gnnpipe.models.masks`, the stage now),
 ``dropout_once`` over the N rows once, as single mode does (all outside the share);
 ``dropout_chunks_unscaled`` the first as the layers now call it, the mask alone (its
 ``1 / (1 - p)`` folded into the layer's weights: one multiply each way, not two);
-``draw_chunks_8bit`` / ``draw_chunks_16bit`` the mask draw alone over the chunks' local
-rows at p = 0.5 with 8-bit lanes (what dropout uses for such p) and with 16-bit ones. On a dense graph a chunk's halo is
+``draw_chunks_1bit`` / ``draw_chunks_8bit`` / ``draw_chunks_16bit`` the mask draw alone
+over the chunks' local rows at p = 0.5 with 1-bit lanes (what dropout uses for that p),
+8-bit and 16-bit ones (what it uses for p exact on 8 bits, and for any other p). On a dense graph a chunk's halo is
 most of N, so the copies move several times N rows per layer. ``whole`` times what single
 mode does per layer instead, over the N rows at once (one chunk's operator over the whole
 graph): the aggregation forward and backward, the matmul, the dropout forward and backward;
@@ -98,10 +99,10 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     dropout_chunks_unscaled = median_time_s(lambda: dropout_fb(h_local, scaled=False), repeats)
     dropout_shared = median_time_s(dropout_shared_fb, repeats)
     dropout_once = median_time_s(lambda: dropout_fb([B.clone().requires_grad_()]), repeats)
-    # The mask draw alone over the chunks' local rows at p = 0.5, with the 8-bit lanes
-    # dropout uses for such p and with the 16-bit lanes of any other p.
+    # The mask draw alone over the chunks' local rows at p = 0.5, with the 1-bit lanes
+    # dropout uses for that p and with the 8- and 16-bit lanes of other p.
     draw = {f"draw_chunks_{b}bit_s": median_time_s(
-        lambda b=b: [draw_keep((len(ids), hidden), 0.5, bits=b) for ids in local_ids], repeats) for b in (8, 16)}
+        lambda b=b: [draw_keep((len(ids), hidden), 0.5, bits=b) for ids in local_ids], repeats) for b in (1, 8, 16)}
     copies = seconds["gather"] + seconds["mask_stale"] + seconds["scatter"]
     # Single mode's layer over the N rows (the same kernels, one operator for the graph).
     (whole_plan,) = chunk_graph(graph, 1).plans
@@ -152,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{1e3 * results[-1]['mask_stale_where_s']:.1f} ms; dropout over the chunks' local rows "
               f"{1e3 * results[-1]['dropout_chunks_s']:.1f} ms, one mask applied to them "
               f"{1e3 * results[-1]['dropout_shared_s']:.1f} ms, over the N rows once "
-              f"{1e3 * results[-1]['dropout_once_s']:.1f} ms; mask draw over the chunks' local rows, 8-bit "
+              f"{1e3 * results[-1]['dropout_once_s']:.1f} ms; mask draw over the chunks' local rows, 1-bit "
+              f"lanes {1e3 * results[-1]['draw_chunks_1bit_s']:.1f} ms, 8-bit "
               f"lanes {1e3 * results[-1]['draw_chunks_8bit_s']:.1f} ms, 16-bit "
               f"{1e3 * results[-1]['draw_chunks_16bit_s']:.1f} ms; over single mode's layer: "
               + ", ".join(f"{k} {1e3 * v:+.1f} ms" for k, v in results[-1]["excess_over_whole_s"].items()),

@@ -133,9 +133,9 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
 
     Why not ``F.dropout``: on CPU its Bernoulli sampling is the most expensive step of
     a wide layer (about half of a GCN epoch on Cora). The mask is drawn by
-    :func:`~gnnpipe.models.masks.draw_keep` (four 16-bit lanes per 64-bit draw, eight 8-bit
-    lanes where ``p`` is a multiple of 2^-8, so the keep probability is ``p`` rounded to a
-    multiple of 2^-16; the kept entries are
+    :func:`~gnnpipe.models.masks.draw_keep` (each 64-bit draw cut into lanes of the fewest
+    bits on which ``p`` is exact: one bit an entry at 0.5, 16 bits where ``p`` is not a
+    multiple of 2^-8, so the keep probability is ``p`` rounded to a multiple of 2^-16; the kept entries are
     scaled by ``1 / (1 - p)`` as ``F.dropout`` does): one forward + backward over a
     [5196, 100] input took 2.8 ms with a float ``rand`` draw and 1.7 ms with 16-bit lanes (one
     thread, torch 2.13, bench/results/chunk_overhead*.json). The mask kept for backward

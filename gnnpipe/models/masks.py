@@ -31,24 +31,55 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["EpochMasks", "MaskRows", "draw_keep", "keep_threshold", "lane_bits", "mask_seed"]
+__all__ = ["EpochMasks", "LANE_WIDTHS", "MaskRows", "draw_keep", "keep_threshold", "lane_bits", "mask_seed"]
 
 _MASK64 = (1 << 64) - 1
 
 
+#: The lane widths :func:`draw_keep` reads its random words in: a lane of ``b`` bits
+#: gives a keep probability that is a multiple of ``2^-b``, exactly.
+LANE_WIDTHS = (1, 2, 4, 8, 16)
+
+
 def lane_bits(p: float) -> int:
-    """The width of the uniform integer lanes ``draw_keep`` compares for ``p``: 8 where
-    ``p`` is a multiple of 2^-8 (0.5, 0.25, ...: then exact, from half the draws of
-    16-bit lanes), else 16 (``p`` rounded to a multiple of 2^-16, within 2^-17)."""
-    return 8 if (float(p) * 256).is_integer() else 16
+    """The width of the uniform integer lanes ``draw_keep`` compares for ``p``: the
+    narrowest of 1, 2, 4 and 8 bits on which ``p`` is exact (``p`` a multiple of
+    ``2^-b``: 1 bit for the usual 0.5, 2 for 0.25, 8 for 3/256), else 16 (``p`` rounded to
+    a multiple of 2^-16, within 2^-17). Narrower lanes take fewer random bits."""
+    for bits in LANE_WIDTHS[:-1]:
+        if (float(p) * (1 << bits)).is_integer():
+            return bits
+    return 16
 
 
 def keep_threshold(p: float, bits: int = 16) -> int:
     """The signed ``bits``-bit lane value from which a lane is kept: a lane ``v``
-    (uniform over the 2^bits values) is kept when ``v >= keep_threshold(p, bits)``,
-    with probability ``1 - round(p * 2^bits) / 2^bits``."""
+    (uniform over the 2^bits values, read as a two's-complement integer) is kept when
+    ``v >= keep_threshold(p, bits)``, with probability ``1 - round(p * 2^bits) / 2^bits``."""
     levels = 1 << bits
     return min(round(p * levels), levels - 1) - levels // 2
+
+
+_PACKED = {8: torch.int64, 4: torch.int32, 2: torch.int16}
+_byte_tables: dict[tuple[int, int, torch.device], Tensor] = {}
+
+
+def _byte_table(bits: int, threshold: int, device: torch.device) -> Tensor:
+    """For lanes narrower than a byte: entry ``u`` (a random byte) is the keep flags
+    of its ``8 / bits`` lanes, low bits first, as one integer of that many bytes (a
+    gather of it writes the flags in lane order). Built once per width, threshold and
+    device.
+
+    Shapes: -> [256], an integer type of ``8 / bits`` bytes."""
+    key = (bits, threshold, device)
+    table = _byte_tables.get(key)
+    if table is None:
+        per_byte = 8 // bits
+        lanes = (torch.arange(256).unsqueeze(1) >> (torch.arange(per_byte) * bits)) & ((1 << bits) - 1)
+        signed = torch.where(lanes >= 1 << (bits - 1), lanes - (1 << bits), lanes)
+        flags = (signed >= threshold).to(torch.uint8).contiguous()  # [256, per_byte]
+        table = _byte_tables[key] = flags.view(_PACKED[per_byte]).view(256).to(device)
+    return table
 
 
 def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch.Generator | None = None,
@@ -59,14 +90,17 @@ def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch
     Why not ``torch.rand(shape) >= p``: a float draw costs one generator call per entry
     and was the largest cost of dropout on the CPU (a pipeline stage draws per layer for
     every row it reads). Here each 64-bit draw (all 64 bits uniform: ``random_`` over
-    the full int64 range) gives four 16-bit lanes, or eight 8-bit lanes where ``p`` is a
-    multiple of 2^-8 (:func:`lane_bits`: the usual 0.5 is), each compared with a
-    threshold (bench/results/chunk_overhead*.json: a stage's per-chunk dropout on
-    BlogCatalog took 16.5 ms a layer with ``rand`` and 9.0 ms with 16-bit lanes, one
-    thread).
+    the full int64 range) is cut into lanes of :func:`lane_bits` bits, each compared
+    with a threshold: four 16-bit lanes, eight 8-bit ones, or, where ``p`` is exact on
+    fewer bits, 16, 32 or 64 lanes (the usual 0.5 takes one bit an entry). Lanes of 8
+    and 16 bits are compared as they lie; narrower ones are read a byte at a time from
+    a 256-entry table of the byte's keep flags (:func:`_byte_table`). Measured per stage
+    layer on BlogCatalog (the mask draw over 8 chunks' own and halo rows, one thread,
+    bench/results/chunk_overhead*.json): 16-bit lanes 4.4 ms, 8-bit 3.2 ms, 1-bit
+    lanes in ``draw_chunks_1bit_s``.
 
-    ``bits`` forces the lane width (16, or 8; for benchmarks): by default
-    :func:`lane_bits`.
+    ``bits`` forces the lane width (one of :data:`LANE_WIDTHS`; for benchmarks): by
+    default :func:`lane_bits`.
 
     Shapes: -> ``shape``, bool.
     """
@@ -75,8 +109,14 @@ def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch
     per_word = 64 // bits
     words = torch.empty((numel + per_word - 1) // per_word, dtype=torch.int64, device=device)
     words.random_(-(1 << 63), None, generator=generator)
-    lanes = words.view(torch.int8 if bits == 8 else torch.int16)[:numel]
-    return lanes.view(tuple(shape)) >= keep_threshold(p, bits)
+    threshold = keep_threshold(p, bits)
+    if bits >= 8:
+        lanes = words.view(torch.int8 if bits == 8 else torch.int16)[:numel]
+        return lanes.view(tuple(shape)) >= threshold
+    per_byte = 8 // bits
+    random_bytes = words.view(torch.uint8)[:(numel + per_byte - 1) // per_byte]
+    flags = _byte_table(bits, threshold, words.device).index_select(0, random_bytes.to(torch.int32))
+    return flags.view(torch.uint8)[:numel].view(torch.bool).view(tuple(shape))
 
 
 def _splitmix64(z: int) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gnnpipe.models.masks import EpochMasks, MaskRows, draw_keep, keep_threshold, lane_bits, mask_seed
+from gnnpipe.models.masks import LANE_WIDTHS, EpochMasks, MaskRows, draw_keep, keep_threshold, lane_bits, mask_seed
 
 
 def test_the_same_key_draws_the_same_mask_whatever_the_default_generator():
@@ -59,34 +59,50 @@ def test_mask_seeds_fit_a_generator_and_spread():
 
 
 def test_draw_keep_keeps_one_minus_p_in_every_lane():
-    # Several lanes come from each 64-bit draw (eight 8-bit ones at p = 0.5, four 16-bit
-    # ones at p = 0.1): a draw over only 63 bits (torch's default random_ range) would
-    # keep the top lane's entries with probability 1, not 1/2, at p = 0.5. Each lane
-    # position must keep about 1 - p on its own.
-    keep = draw_keep((1000, 400), 0.5, generator=torch.Generator().manual_seed(0))
-    lanes = keep.reshape(-1, 8).double().mean(0)
-    assert torch.all((lanes - 0.5).abs() < 0.01), lanes  # 50k entries per lane: sd 0.0022
-    keep = draw_keep((1000, 400), 0.1, generator=torch.Generator().manual_seed(1))
-    lanes = keep.reshape(-1, 4).double().mean(0)
-    assert torch.all((lanes - 0.9).abs() < 0.01), lanes
+    # Several lanes come from each 64-bit draw (64 one-bit ones at p = 0.5, 32 two-bit
+    # ones at 0.25, four 16-bit ones at p = 0.1): a draw over only 63 bits (torch's
+    # default random_ range) would keep the top lane's entries with probability 1, not
+    # 1/2, at p = 0.5. Each lane position must keep about 1 - p on its own.
+    for p, per_word, seed in ((0.5, 64, 0), (0.25, 32, 2), (0.1, 4, 1), (3 / 256, 8, 3)):
+        keep = draw_keep((1000, 448), p, generator=torch.Generator().manual_seed(seed))
+        lanes = keep.reshape(-1, per_word).double().mean(0)  # 7,000+ entries per lane: sd <= 0.006
+        assert torch.all((lanes - (1 - p)).abs() < 0.03), (p, lanes)
+        assert abs(keep.double().mean().item() - (1 - p)) < 0.005, p
 
 
-def test_lane_width_is_8_bits_only_where_p_is_exact_on_them():
-    assert [lane_bits(p) for p in (0.5, 0.25, 0.125, 3 / 256, 0.0)] == [8] * 5
+def test_lane_width_is_the_narrowest_on_which_p_is_exact():
+    assert LANE_WIDTHS == (1, 2, 4, 8, 16)
+    assert [lane_bits(p) for p in (0.5, 0.25, 0.75, 0.125, 0.0625, 3 / 256, 0.0)] == [1, 2, 2, 4, 4, 8, 1]
     assert [lane_bits(p) for p in (0.1, 0.3, 0.6, 1 / 512)] == [16] * 4
 
 
+def _lanes(words: torch.Tensor, bits: int, n: int) -> torch.Tensor:
+    """The generator's words cut into ``bits``-bit two's-complement lanes, low bits first."""
+    if bits >= 8:
+        return words.view(torch.int8 if bits == 8 else torch.int16)[:n].long()
+    u = words.view(torch.uint8).long()
+    u = ((u.unsqueeze(1) >> (torch.arange(8 // bits) * bits)) & ((1 << bits) - 1)).reshape(-1)[:n]
+    return torch.where(u >= 1 << (bits - 1), u - (1 << bits), u)
+
+
 def test_draw_keep_compares_each_lane_with_the_threshold_of_p():
-    # The mask is the generator's 64-bit words read as int8 lanes (p a multiple of 2^-8)
-    # or int16 lanes (else), kept where lane >= round(p * 2^b) - 2^(b-1): the
-    # probability is p rounded to 2^-b.
-    for p, bits in ((0.5, 8), (0.25, 8), (0.3, 16), (0.999, 16)):
+    # The mask is the generator's 64-bit words read as lanes of lane_bits(p) bits (two's
+    # complement, low bits first), kept where lane >= round(p * 2^b) - 2^(b-1): the
+    # probability is p rounded to 2^-b. Lanes narrower than a byte go through the byte
+    # table; this reads them bit by bit instead.
+    for p, bits in ((0.5, 1), (0.25, 2), (0.75, 2), (0.375, 4), (3 / 256, 8), (0.3, 16), (0.999, 16)):
+        assert lane_bits(p) == bits
         gen = torch.Generator().manual_seed(5)
         words = torch.empty(8, dtype=torch.int64).random_(-(1 << 63), None, generator=gen)
-        lanes = words.view(torch.int8 if bits == 8 else torch.int16)[:30].view(5, 6)
+        lanes = _lanes(words, bits, 30).view(5, 6)
         assert keep_threshold(p, bits) == min(round(p * 2 ** bits), 2 ** bits - 1) - 2 ** (bits - 1)
         keep = draw_keep((5, 6), p, generator=torch.Generator().manual_seed(5))
         assert keep.dtype == torch.bool and keep.shape == (5, 6)
-        assert torch.equal(keep, lanes >= keep_threshold(p, bits))
-    assert keep_threshold(0.5) == 0 and keep_threshold(0.5, 8) == 0  # the sign bit alone decides: exact 1/2
+        assert torch.equal(keep, lanes >= keep_threshold(p, bits)), p
+    assert keep_threshold(0.5, 1) == 0 and keep_threshold(0.5, 8) == 0  # the sign bit alone decides: exact 1/2
     assert draw_keep((0, 3), 0.5).shape == (0, 3)
+    # A forced width draws the same entries as its own p would on it.
+    gen = torch.Generator().manual_seed(9)
+    words = torch.empty(1, dtype=torch.int64).random_(-(1 << 63), None, generator=gen)
+    forced = draw_keep((7,), 0.5, bits=8, generator=torch.Generator().manual_seed(9))
+    assert torch.equal(forced, _lanes(words, 8, 7) >= 0)
