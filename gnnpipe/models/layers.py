@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .masks import MaskRows, draw_keep
+from .masks import MaskRows, PackedKeep, draw_keep, draw_packed
 
 __all__ = [
     "dropout",
@@ -49,9 +49,11 @@ def _glorot_(w: Tensor) -> Tensor:
 
 
 class _Dropout(torch.autograd.Function):
-    """Dropout that keeps a bool mask (1 byte per entry) for backward; the kept
-    entries are multiplied by ``scale`` (1: the caller folds ``1 / (1 - p)`` into the
-    linear map that follows, :func:`dropout_scale`).
+    """Dropout that keeps its mask for backward in at most 1 byte per entry: the random
+    words it was cut from where ``p`` needs fewer than 8 bits an entry (1 bit at 0.5:
+    :class:`~gnnpipe.models.masks.PackedKeep`, unpacked again in backward), else a bool
+    mask; the kept entries are multiplied by ``scale`` (1: the caller folds
+    ``1 / (1 - p)`` into the linear map that follows, :func:`dropout_scale`).
 
     ``x * float_mask`` would keep a float mask (4 bytes per entry) alive until
     backward; in a pipelined stage that mask covers own *and* halo rows of every layer
@@ -70,14 +72,29 @@ class _Dropout(torch.autograd.Function):
             # them): keep a reference, not a [rows, d] copy.
             ctx.mask_rows = keep
             return _masked(x, keep.gather(), scale)
+        ctx.packed = None
         if keep is None:
-            keep = draw_keep(x.shape, p, generator=generator, device=x.device)
+            packed = draw_packed(x.shape, p, generator=generator, device=x.device)
+            keep = packed.unpack()
+            if packed.bits < 8:
+                # Fewer bytes than the bool mask (an eighth at p = 0.5): keep the words
+                # and unpack them again in backward. Only the words are saved (a stage
+                # moves saved tensors into its arena); ctx keeps what describes them.
+                ctx.packed = (packed.shape, packed.bits, packed.threshold)
+                ctx.save_for_backward(packed.words)
+                return _masked(x, keep, scale)
         ctx.save_for_backward(keep)
         return _masked(x, keep, scale)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
-        keep = ctx.mask_rows.gather() if ctx.mask_rows is not None else ctx.saved_tensors[0]
+        if ctx.mask_rows is not None:
+            keep = ctx.mask_rows.gather()
+        elif ctx.packed is not None:
+            (words,) = ctx.saved_tensors
+            keep = PackedKeep(words, *ctx.packed).unpack()
+        else:
+            keep = ctx.saved_tensors[0]
         return _masked(grad, keep, ctx.scale), None, None, None, None
 
 
@@ -139,7 +156,7 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     scaled by ``1 / (1 - p)`` as ``F.dropout`` does): one forward + backward over a
     [5196, 100] input took 2.8 ms with a float ``rand`` draw and 1.7 ms with 16-bit lanes (one
     thread, torch 2.13, bench/results/chunk_overhead*.json). The mask kept for backward
-    is a bool tensor (:class:`_Dropout`).
+    is its random words (1 bit an entry at p = 0.5) or a bool tensor (:class:`_Dropout`).
     The input projection also applies it to the stored values of sparse (CSR) features
     (:class:`~gnnpipe.models.model.InputProjection`): a zero entry stays zero under
     dropout, so dropping only the non-zeros is the same distribution.

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["EpochMasks", "LANE_WIDTHS", "MaskRows", "draw_keep", "keep_threshold", "lane_bits", "mask_seed"]
+__all__ = ["EpochMasks", "LANE_WIDTHS", "MaskRows", "PackedKeep", "draw_keep", "draw_packed", "keep_threshold", "lane_bits",
+           "mask_seed"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -82,6 +83,53 @@ def _byte_table(bits: int, threshold: int, device: torch.device) -> Tensor:
     return table
 
 
+@dataclass(frozen=True)
+class PackedKeep:
+    """A keep mask as the random words it was cut from: ``bits`` bits an entry instead
+    of a bool's 8, unpacked (:meth:`unpack`) where it is applied.
+
+    Dropout keeps its mask from forward to backward; in a pipelined stage that is a
+    mask over the own and halo rows of every layer of every chunk in flight (on the
+    200k systems graph at C = 8 a stage reads 4.4 N rows a layer). At the usual p = 0.5
+    the words are one bit an entry: an eighth of the bool mask.
+
+    Shapes: words int64 [ceil(numel * bits / 64)]; unpack() -> ``shape``, bool.
+    """
+
+    words: Tensor
+    shape: tuple[int, ...]
+    bits: int
+    threshold: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the words (what saving this costs)."""
+        return self.words.numel() * self.words.element_size()
+
+    def unpack(self) -> Tensor:
+        """The bool mask: lanes of ``bits`` bits, low bits first, kept from ``threshold``."""
+        numel = math.prod(self.shape)
+        if self.bits >= 8:
+            lanes = self.words.view(torch.int8 if self.bits == 8 else torch.int16)[:numel]
+            return lanes.view(self.shape) >= self.threshold
+        per_byte = 8 // self.bits
+        random_bytes = self.words.view(torch.uint8)[:(numel + per_byte - 1) // per_byte]
+        flags = _byte_table(self.bits, self.threshold, self.words.device).index_select(0, random_bytes.to(torch.int32))
+        return flags.view(torch.uint8)[:numel].view(torch.bool).view(self.shape)
+
+
+def draw_packed(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch.Generator | None = None,
+                device: torch.device | str | None = None, bits: int | None = None) -> PackedKeep:
+    """The random words of :func:`draw_keep`'s mask, not yet unpacked (same arguments,
+    same draws: ``draw_packed(...).unpack() == draw_keep(...)``)."""
+    numel = math.prod(shape)
+    bits = lane_bits(p) if bits is None else int(bits)
+    per_word = 64 // bits
+    words = torch.empty((numel + per_word - 1) // per_word, dtype=torch.int64, device=device)
+    words.random_(-(1 << 63), None, generator=generator)
+    return PackedKeep(words, tuple(int(n) for n in shape), bits, keep_threshold(p, bits))
+
+
 def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch.Generator | None = None,
               device: torch.device | str | None = None, bits: int | None = None) -> Tensor:
     """A bool keep mask of ``shape``: each entry True with probability ``1 - p`` (``p``
@@ -96,27 +144,15 @@ def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch
     and 16 bits are compared as they lie; narrower ones are read a byte at a time from
     a 256-entry table of the byte's keep flags (:func:`_byte_table`). Measured per stage
     layer on BlogCatalog (the mask draw over 8 chunks' own and halo rows, one thread,
-    bench/results/chunk_overhead*.json): 16-bit lanes 4.4 ms, 8-bit 3.2 ms, 1-bit
-    lanes in ``draw_chunks_1bit_s``.
+    bench/results/chunk_overhead_1bit.json): 16-bit lanes 4.4 ms, 8-bit 3.2 ms, 1-bit
+    1.1 ms.
 
     ``bits`` forces the lane width (one of :data:`LANE_WIDTHS`; for benchmarks): by
     default :func:`lane_bits`.
 
     Shapes: -> ``shape``, bool.
     """
-    numel = math.prod(shape)
-    bits = lane_bits(p) if bits is None else int(bits)
-    per_word = 64 // bits
-    words = torch.empty((numel + per_word - 1) // per_word, dtype=torch.int64, device=device)
-    words.random_(-(1 << 63), None, generator=generator)
-    threshold = keep_threshold(p, bits)
-    if bits >= 8:
-        lanes = words.view(torch.int8 if bits == 8 else torch.int16)[:numel]
-        return lanes.view(tuple(shape)) >= threshold
-    per_byte = 8 // bits
-    random_bytes = words.view(torch.uint8)[:(numel + per_byte - 1) // per_byte]
-    flags = _byte_table(bits, threshold, words.device).index_select(0, random_bytes.to(torch.int32))
-    return flags.view(torch.uint8)[:numel].view(torch.bool).view(tuple(shape))
+    return draw_packed(shape, p, generator=generator, device=device, bits=bits).unpack()
 
 
 def _splitmix64(z: int) -> int:

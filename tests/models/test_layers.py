@@ -17,7 +17,7 @@ import torch
 from gnnpipe.data.graph import Graph
 from gnnpipe.kernels import ChunkOps
 from gnnpipe.models import GCNIILayer, GCNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, dropout
-from gnnpipe.models.masks import MaskRows
+from gnnpipe.models.masks import MaskRows, draw_keep
 from gnnpipe.partition.plan import build_chunk_plans, whole_graph_plan
 
 DT = torch.float64
@@ -263,9 +263,9 @@ def test_dropout_zeroes_a_fraction_p_and_rescales_the_rest():
     assert dropout(x, 0.3, False) is x and dropout(x, 0.0, True) is x
 
 
-def test_dropout_keeps_only_a_bool_mask_for_backward():
+def test_dropout_keeps_a_bool_mask_for_backward_where_p_needs_8_bits_or_more():
     # The saved mask is the largest state a pipelined stage keeps per chunk and layer:
-    # it must be 1 byte per entry, and the same draw with or without grad.
+    # at most 1 byte per entry, and the same draw with or without grad.
     x = torch.randn(50, 8, dtype=torch.float32, requires_grad=True)
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
@@ -275,6 +275,32 @@ def test_dropout_keeps_only_a_bool_mask_for_backward():
     assert saved[0].shape == x.shape
     torch.manual_seed(3)
     torch.testing.assert_close(y.detach(), dropout(x.detach(), 0.4, True), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("p,bits", [(0.5, 1), (0.25, 2), (0.0625, 4)])
+def test_dropout_keeps_the_random_words_where_p_needs_fewer_bits(p, bits):
+    # At p = 0.5 the mask is one random bit an entry: dropout saves those words, an
+    # eighth of a bool mask, and unpacks them again in backward. The backward must use
+    # what the saved-tensor hooks hand back (a stage moves saved tensors into its
+    # arena), and apply the forward's mask.
+    x = (torch.rand(300, 70, dtype=DT) + 0.5).requires_grad_(True)
+    saved = []
+
+    def pack(t):
+        saved.append(t)
+        return t.clone()  # the backward gets a copy, as from the arena
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = dropout(x, p, True, generator=torch.Generator().manual_seed(6))
+    assert [t.dtype for t in saved] == [torch.int64]
+    assert saved[0].numel() * 8 == -(-x.numel() * bits // 64) * 8  # bits per entry, in whole words
+    saved[0].zero_()  # the original words are not what the backward reads
+    keep = draw_keep(x.shape, p, generator=torch.Generator().manual_seed(6))
+    torch.testing.assert_close(y.detach(), x.detach() * keep / (1 - p), rtol=1e-15, atol=0)
+    g = torch.randn_like(x)
+    y.backward(g)
+    torch.testing.assert_close(x.grad, g * keep / (1 - p), rtol=1e-15, atol=0)
+    assert abs(float(keep.double().mean()) - (1 - p)) < 0.02
 
 
 @pytest.mark.parametrize("d_in,d_out", [(6, 4), (4, 6)])  # transform first / aggregate first

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from gnnpipe.models.masks import LANE_WIDTHS, EpochMasks, MaskRows, draw_keep, keep_threshold, lane_bits, mask_seed
+from gnnpipe.models.masks import (LANE_WIDTHS, EpochMasks, MaskRows, draw_keep, draw_packed, keep_threshold, lane_bits,
+                                  mask_seed)
 
 
 def test_the_same_key_draws_the_same_mask_whatever_the_default_generator():
@@ -106,3 +108,11 @@ def test_draw_keep_compares_each_lane_with_the_threshold_of_p():
     words = torch.empty(1, dtype=torch.int64).random_(-(1 << 63), None, generator=gen)
     forced = draw_keep((7,), 0.5, bits=8, generator=torch.Generator().manual_seed(9))
     assert torch.equal(forced, _lanes(words, 8, 7) >= 0)
+
+
+@pytest.mark.parametrize("p,bits", [(0.5, 1), (0.25, 2), (0.375, 4), (3 / 256, 8), (0.3, 16)])
+def test_packed_words_unpack_to_the_drawn_mask_in_bits_per_entry(p, bits):
+    packed = draw_packed((37, 11), p, generator=torch.Generator().manual_seed(12))
+    assert packed.bits == bits and packed.shape == (37, 11)
+    assert packed.nbytes == -(-37 * 11 * bits // 64) * 8
+    assert torch.equal(packed.unpack(), draw_keep((37, 11), p, generator=torch.Generator().manual_seed(12)))
