@@ -27,6 +27,7 @@ import torch
 from gnnpipe.engine.comm import KINDS, Comm
 from gnnpipe.engine.context import WorkerContext
 from gnnpipe.engine.layout import Layout
+from gnnpipe.engine.host_heap import tune_host_heap
 from gnnpipe.engine.runners import RUNNERS
 from gnnpipe.trainer.loop import run_epochs
 from gnnpipe.trainer.machine import machine_info, measure_peak_memory
@@ -114,6 +115,10 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
     cfg, layout = job.config, job.layout
     tc = cfg.train
     dtype = tc.torch_dtype
+    host_heap = tune_host_heap(tc.host_heap_mib)
+    if rank == 0 and tc.host_heap_mib:
+        logger.info("host heap: %s", f"thresholds at {tc.host_heap_mib} MiB" if host_heap["applied"]
+                    else f"left as it is ({host_heap['why']})")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t_joined = time.time()  # the process group is up (single mode: nothing to join)
@@ -164,7 +169,7 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
         return None
     pc = cfg.parallel
     extra: dict[str, Any] = {"num_parameters": int(num_params), "self_loops_removed": job.self_loops_removed,
-                             "startup": _startup(job, slowest, first_epoch_unix_s)}
+                             "startup": _startup(job, slowest, first_epoch_unix_s), "host_heap": host_heap}
     if layout.distributed:
         extra.update({
             "stages": int(pc.stages), "ways": int(pc.ways), "chunks": int(layout.num_chunks),

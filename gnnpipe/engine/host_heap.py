@@ -1,0 +1,63 @@
+"""The host heap's thresholds (glibc's ``mallopt``): an opt-in for CPU runs whose layer
+temporaries are large (``train.host_heap_mib``).
+
+glibc serves an allocation above its mmap threshold (adjusted at run time, at most 32
+MiB) with a fresh mapping and unmaps it on free, so a temporary of that size is faulted
+in again, page by page, every time it is made. A graph-mode worker on the 200,000-vertex
+systems graph makes several such temporaries per layer (its own and halo rows x 100
+floats, about 55 MB each), and there most of its epoch was page faults: with the heap
+serving them and keeping its freed pages it fell from 24.0 to 13.5 s, at a peak resident
+set of 6.8 instead of 4.0 GiB per worker, since graph mode's saved tensors sit in that
+heap between the temporaries; a pipeline stage, whose saved tensors live in its arena
+(:mod:`gnnpipe.engine.saved_arena`), gained 5-10 % at the same peak
+(bench/results/memory_200k/heap/). Off by default for that memory: a run that fits
+today must not stop fitting.
+
+With ``mib > 0`` each worker sets ``M_MMAP_THRESHOLD`` to ``mib`` MiB (requests up to
+that size come from the heap) and ``M_TRIM_THRESHOLD`` to 2 GiB (freed pages at the
+heap's top are kept, not given back to be faulted in again). Nothing is changed where
+the C library has no ``mallopt`` (macOS, musl) or where glibc's own variables are set
+in the environment (the user's settings stand); the returned state says which, and the
+record keeps it (``extra.host_heap``). GPU tensors do not use this heap: there it only
+concerns host-side buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from typing import Any, Callable
+
+__all__ = ["tune_host_heap", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
+
+#: ``mallopt`` parameters (glibc's malloc.h).
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+#: glibc reads these at process start; where one is set, gnnpipe changes nothing.
+GLIBC_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+_INT_MAX = 2**31 - 1  # mallopt takes an int of bytes (train.host_heap_mib is at most 2047)
+
+
+def _libc_mallopt() -> Callable[[int, int], int] | None:
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+def tune_host_heap(mib: int, *, mallopt: Callable[[int, int], int] | None = None) -> dict[str, Any]:
+    """Raise this process's heap thresholds for ``mib`` MiB (0: leave glibc's); returns
+    ``{"mib", "applied", "why"}``. ``mallopt`` replaces the C library's (tests)."""
+    state: dict[str, Any] = {"mib": int(mib), "applied": False}
+    if mib <= 0:
+        return {**state, "why": "off (train.host_heap_mib = 0): glibc's thresholds"}
+    given = [v for v in GLIBC_VARIABLES if os.environ.get(v)]
+    if given:
+        return {**state, "why": f"{', '.join(given)} set in the environment: those settings stand"}
+    fn = _libc_mallopt() if mallopt is None else mallopt
+    if fn is None:
+        return {**state, "why": "this C library has no mallopt"}
+    ok = bool(fn(M_MMAP_THRESHOLD, min(int(mib) << 20, _INT_MAX))) and bool(fn(M_TRIM_THRESHOLD, _INT_MAX))
+    return {**state, "applied": ok, "why": "mallopt" if ok else "mallopt refused the thresholds"}
