@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["EpochMasks", "LANE_WIDTHS", "MaskRows", "PackedKeep", "draw_keep", "draw_packed", "keep_threshold", "lane_bits",
-           "mask_seed"]
+__all__ = ["EpochMasks", "LANE_WIDTHS", "MaskRows", "PackedKeep", "draw_keep", "draw_packed", "keep_threshold",
+           "lane_bits", "mask_seed"]
 
 _MASK64 = (1 << 64) - 1
 
