@@ -145,7 +145,7 @@ def draw_keep(shape: tuple[int, ...] | torch.Size, p: float, *, generator: torch
     a 256-entry table of the byte's keep flags (:func:`_byte_table`). Measured per stage
     layer on BlogCatalog (the mask draw over 8 chunks' own and halo rows, one thread,
     bench/results/chunk_overhead_1bit.json): 16-bit lanes 4.4 ms, 8-bit 3.2 ms, 1-bit
-    1.1 ms.
+    0.6 ms.
 
     ``bits`` forces the lane width (one of :data:`LANE_WIDTHS`; for benchmarks): by
     default :func:`lane_bits`.
