@@ -25,7 +25,7 @@ Resume (``train.resume``) takes the newest complete checkpoint and refuses, with
 ConfigError line saying what differs, one written by another model, dataset,
 partition, layout or world size. Keys that may change across a resume (the number of
 epochs, how often to evaluate, the patience, logging, outputs, the checkpoint settings
-themselves) are :data:`FREE_KEYS`: none of them changes what the saved state means.
+themselves, the host heap's thresholds) are :data:`FREE_KEYS`: none of them changes what the saved state means.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ logger = logging.getLogger("gnnpipe.train")
 KEEP = 2
 #: ``section.key`` of the config that may differ between a checkpoint and its resume.
 FREE_KEYS = frozenset({
-    "train.epochs", "train.eval_every", "train.patience", "train.json_out", "train.log_level", "train.log_every", "train.checkpoint_dir",
-    "train.checkpoint_every", "train.resume", "train.metrics_jsonl", "train.tensorboard",
+    "train.epochs", "train.eval_every", "train.patience", "train.json_out", "train.log_level", "train.log_every",
+    "train.checkpoint_dir", "train.checkpoint_every", "train.resume", "train.metrics_jsonl", "train.tensorboard",
+    "train.host_heap_mib",
 })
 _FORMAT = 1
 _DIR_RE = re.compile(r"^epoch-(\d{6,})$")

@@ -180,6 +180,11 @@ def test_resume_refuses_a_checkpoint_of_another_model_dataset_partition_layout_o
     assert res.stderr.strip().splitlines() == [
         f"error: checkpoint 'P/epoch-000002': expected dataset content_sha256="
         f"{saved['dataset']['content_sha256']!r} (this run), found '{'0' * 16}'"]
+    # A setting that does not change what the state means may differ: the host heap's.
+    _edit_manifest(folder, dataset=saved["dataset"])
+    res = _train([*args, "--resume", "--epochs", "3", "--host-heap-mib", "64"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "P" / "epoch-000003" / "manifest.json").exists()
 
 
 def test_a_dataset_file_changed_under_the_same_name_and_sizes_is_another_dataset(tmp_path: Path) -> None:
