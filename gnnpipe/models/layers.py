@@ -73,17 +73,17 @@ class _Dropout(torch.autograd.Function):
             ctx.mask_rows = keep
             return _masked(x, keep.gather(), scale)
         ctx.packed = None
+        saved = keep
         if keep is None:
             packed = draw_packed(x.shape, p, generator=generator, device=x.device)
-            keep = packed.unpack()
+            saved = keep = packed.unpack()
             if packed.bits < 8:
                 # Fewer bytes than the bool mask (an eighth at p = 0.5): keep the words
                 # and unpack them again in backward. Only the words are saved (a stage
                 # moves saved tensors into its arena); ctx keeps what describes them.
                 ctx.packed = (packed.shape, packed.bits, packed.threshold)
-                ctx.save_for_backward(packed.words)
-                return _masked(x, keep, scale)
-        ctx.save_for_backward(keep)
+                saved = packed.words
+        ctx.save_for_backward(saved)
         return _masked(x, keep, scale)
 
     @staticmethod
@@ -152,8 +152,8 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     a wide layer (about half of a GCN epoch on Cora). The mask is drawn by
     :func:`~gnnpipe.models.masks.draw_keep` (each 64-bit draw cut into lanes of the fewest
     bits on which ``p`` is exact: one bit an entry at 0.5, 16 bits where ``p`` is not a
-    multiple of 2^-8, so the keep probability is ``p`` rounded to a multiple of 2^-16; the kept entries are
-    scaled by ``1 / (1 - p)`` as ``F.dropout`` does): one forward + backward over a
+    multiple of 2^-8, so the keep probability is ``p`` rounded to a multiple of 2^-16;
+    the kept entries are scaled by ``1 / (1 - p)`` as ``F.dropout`` does): one forward + backward over a
     [5196, 100] input took 2.8 ms with a float ``rand`` draw and 1.7 ms with 16-bit lanes (one
     thread, torch 2.13, bench/results/chunk_overhead*.json). The mask kept for backward
     is its random words (1 bit an entry at p = 0.5) or a bool tensor (:class:`_Dropout`).
