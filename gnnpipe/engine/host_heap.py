@@ -9,7 +9,8 @@ floats, about 55 MB each), and there most of its epoch was page faults: with the
 serving them and keeping its freed pages it fell from 24.0 to 13.5 s, at a peak resident
 set of 6.8 instead of 4.0 GiB per worker, since graph mode's saved tensors sit in that
 heap between the temporaries; a pipeline stage, whose saved tensors live in its arena
-(:mod:`gnnpipe.engine.saved_arena`), gained 5-10 % at the same peak
+(:mod:`gnnpipe.engine.saved_arena`), gained 4-5 % at its fourth and fifth epochs at the
+same peak
 (bench/results/memory_200k/heap/). Off by default for that memory: a run that fits
 today must not stop fitting.
 
