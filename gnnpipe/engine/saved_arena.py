@@ -106,12 +106,12 @@ class SavedArena:
         view = slots.segments[i][off:off + nbytes].view(t.dtype).view(t.shape)
         return view.copy_(t)
 
-    def adopt(self, key: object, holders: list[list[Tensor]], out: Tensor) -> None:
+    def adopt(self, key: object, holders: list[list[Tensor]], out: Tensor) -> list[Tensor]:
         """Move what a layer just saved (``holders``: one-element lists, as the stage's
         pack hook keeps them) into the slots of ``key``, so that the originals are freed
-        with the layer's temporaries. A tensor saved twice is placed once. The output's
-        own storage stays where it is: the next layer's buffer takes it over, or it is
-        the stage's output."""
+        with the layer's temporaries, and return the slots (views) placed. A tensor
+        saved twice is placed once. The output's own storage stays where it is: the
+        next layer's buffer takes it over, or it is the stage's output."""
         out_ptr = out.untyped_storage().data_ptr()
         placed: dict[tuple, Tensor] = {}
         for h in holders:
@@ -122,6 +122,7 @@ class SavedArena:
             if ident not in placed:
                 placed[ident] = self.place(key, t)
             h[0] = placed[ident]
+        return list(placed.values())
 
     @property
     def reserved_bytes(self) -> int:

@@ -131,7 +131,8 @@ class Stage:
                                       backend=pc.kernel_backend) for k in self.my_chunks}
         self.bufs = StageBuffers(self.plans, layout, ctx.rank, ctx.comm, num_nodes=self.num_nodes,
                                  widths={l: self.dims[l - 1] for l in self.buffered},
-                                 snapshot_period=pc.snapshot_period, device=self.device, dtype=self.dtype)
+                                 snapshot_period=pc.snapshot_period, device=self.device, dtype=self.dtype,
+                                 lend_grads=int(pc.cross_epoch_chunks) == 0)
         bufs = self.bufs
         self.rows, self.local_ids, self.own, self.halo_chunk = bufs.rows, bufs.local_ids, bufs.own, bufs.halo_chunk
         self.exchange = bufs.exchange
@@ -282,7 +283,7 @@ class Stage:
 
     def idle_backward(self, st: EpochState, t: int) -> None:
         for l in reversed(self.buffered):
-            self.exchange.grads(self.G[l], st.orders, t, None, st.timer.timed)  # type: ignore[union-attr]
+            self.exchange.grads(self.grads.buffer(l), st.orders, t, None, st.timer.timed)  # type: ignore[union-attr]
 
     # --------------------------------------------------------------- compute
     def forward(self, st: EpochState, k: int, t: int) -> None:
@@ -337,8 +338,11 @@ class Stage:
             weights = None if stash is None else module_stash(stash, f"layers.{i}")
             with torch.autograd.graph.saved_tensors_hooks(saved_holder(saved), unhold):
                 out = call_with(layer, weights, h_local, ops, h0_k if layer.needs_h0 else None, keep)
-            self.arena.adopt(arena_key, saved, out)
-            layers.append((l, sink, out))
+            placed = self.arena.adopt(arena_key, saved, out)
+            # The layer's largest slot: dead from this chunk's backward of the layer
+            # on, so G_l may borrow it for the epoch (grad_buffers: lent memory).
+            offer = max(placed, key=lambda v: v.numel() * v.element_size(), default=None)
+            layers.append((l, sink, out, offer))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
         state: dict[str, Any] = {"layers": layers, "h0": h0_k, "shared": shared}
@@ -404,7 +408,7 @@ class Stage:
             fresh = (st.step_of[self.halo_chunk[k]] <= t).unsqueeze(1).to(self.dtype)
             if self.unbiased:
                 fresh = fresh * 2.0
-        for l, sink, out in reversed(state["layers"]):
+        for l, sink, out, offer in reversed(state["layers"]):
             if g_out is None:
                 torch.autograd.backward(state["loss"])  # classifier + last layer
             else:
@@ -417,7 +421,7 @@ class Stage:
             halo_g = gl[n_own:]
             if fresh is not None:
                 halo_g.mul_(fresh)
-            G = self.G[l]
+            G = self.grads.buffer(l, offer)
             G.index_add_(0, gr.halo_slot[k], halo_g)
             if self.exchange is not None:
                 self.exchange.grads(G, st.orders, t, k, st.timer.timed)

@@ -56,7 +56,8 @@ class StageBuffers:
     """
 
     def __init__(self, plans: Sequence[Any], layout: Layout, rank: int, comm: Any, *, num_nodes: int,
-                 widths: dict[int, int], snapshot_period: int, device: torch.device, dtype: torch.dtype) -> None:
+                 widths: dict[int, int], snapshot_period: int, device: torch.device, dtype: torch.dtype,
+                 lend_grads: bool = False) -> None:
         self.device = device
         blocks = layout.way_blocks()
         way = layout.way_of(rank)
@@ -94,7 +95,7 @@ class StageBuffers:
         self.period = int(snapshot_period)
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
         self.grads = GradBuffers(widths, grad_static, grad_plan, shared=self.one_chunk_per_way,
-                                 device=device, dtype=dtype)
+                                 device=device, dtype=dtype, lend=lend_grads)
         self.G = self.grads.G
 
     def restore(self, keep_chunks: Sequence[int] = ()) -> None:

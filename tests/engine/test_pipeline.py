@@ -139,7 +139,10 @@ def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[st
             "grad_rows": None if stage is None else (stage.grads.rows.rows.clone(),
                                                      {l: tuple(g.shape) for l, g in stage.G.items()},
                                                      len({g.data_ptr() for g in stage.G.values()})),
-            "arena_bytes": None if stage is None else stage.arena.reserved_bytes}
+            "arena_bytes": None if stage is None else stage.arena.reserved_bytes,
+            # The layers whose G_l took a slot's memory in the last epoch, and the
+            # bytes of the G_l buffers of the stage's own.
+            "grads_lent": None if stage is None else (sorted(stage.grads.borrowed), stage.grads.own_bytes)}
 
 
 def cases_worker(rank: int, world: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -244,6 +247,9 @@ PIPE2 = (
     + [dict(mode="pipeline", workers=2, chunks=5, model=m, dropout=0.5, dropout_masks="row", arena_all=True, **ON)
        for m in MODELS]
     + [dict(mode="pipeline", workers=2, chunks=5, model=m, arena_all=True, **OFF) for m in ("gcn", "resgcn+")]
+    # Two chunks of 18 rows, at most 13 of them read by the other: each G_l fits in a
+    # layer's largest slot, so it borrows that memory (grad_buffers: lent memory).
+    + [dict(mode="pipeline", workers=2, chunks=2, model=m, arena_all=True, **ON) for m in MODELS]
     + [dict(mode="pipeline", workers=2, chunks=5, model="gcnii", dropout=0.5, arena_all=True, **ON)]
 )
 
@@ -314,12 +320,27 @@ def test_pipeline_equals_simulator(pipe2_results, i):
     assert_matches(pipe2_results[i], epochs, acc)
 
 
+def test_gradient_buffers_borrow_the_slots_of_the_first_chunk_back(pipe2_results):
+    """Where a layer's largest saved slot holds G_l (two chunks of 18 rows, 13 read by
+    the other), every G_l of the stage borrows it and the stage keeps no buffer of its
+    own; where none does (five chunks), each G_l is the stage's own. Either way the
+    run equals the simulator (test_pipeline_equals_simulator runs both kinds)."""
+    lent = [i for i, c in enumerate(PIPE2) if c.get("arena_all") and c["chunks"] == 2]
+    assert len(lent) == len(MODELS)
+    for i in lent:
+        (layers0, own0), (layers1, own1) = (r["grads_lent"] for r in pipe2_results[i])
+        assert (layers0, layers1) == ([2], [3, 4]) and own0 == own1 == 0  # layers 1-2 | 3-4
+    for i, c in enumerate(PIPE2):
+        if c["chunks"] == 5:
+            assert all(r["grads_lent"][0] == [] and r["grads_lent"][1] > 0 for r in pipe2_results[i])
+
+
 def test_saved_tensors_in_the_arena_change_nothing(pipe2_results):
     """With every saved tensor moved into the stage's arena (and the slots reused in
     epochs 2 and 3), a chunk-mask run is bit for bit the run without: the same losses,
     gradients, parameters and logits. (The other arena cases match the simulator.)"""
     arena = [i for i, c in enumerate(PIPE2) if c.get("arena_all")]
-    assert len(arena) == 7
+    assert len(arena) == 11
     for i in arena:
         assert all(r["arena_bytes"] > 0 for r in pipe2_results[i])
     for i, c in enumerate(PIPE2):
