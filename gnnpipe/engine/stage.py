@@ -10,7 +10,9 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
 
 * **Buffers** (:mod:`gnnpipe.engine.stage_buffers`). For each of its layers ``l >= 2``
   the stage keeps ``B_l`` of that layer's input over the way's row space (all N rows
-  in pipeline mode) and ``G_l`` over only the rows a read can give a gradient.
+  in pipeline mode) and ``G_l`` over only the rows a read can give a gradient (in
+  pipeline mode in the memory of a slot the first chunk back saved for that layer,
+  where it fits: :mod:`gnnpipe.engine.grad_buffers`).
   ``B_l`` starts the epoch as the snapshot ``S_l`` (technique 2: ``S_l`` is refreshed
   from ``B_l`` after every R-th epoch; with R = 1 ``S_l`` *is* ``B_l``, no copy).
   Layer 1 of stage 0 reads ``h0 = encode(X)``, each row projected just before the

@@ -44,7 +44,10 @@ themselves where a layer keeps its input; graph mode's parts and every chunk of 
 stage read halo rows); a stage keeps ``B_l`` (and the snapshot when R > 1) over its
 way's rows and ``G_l`` over the rows a read can give a gradient for each buffered
 layer (pipeline: the chunking's boundary rows but the smallest chunk's,
-``CutStats.boundary``, the per-epoch slots' capacity; hybrid: its way's share of the
+``CutStats.boundary``, the per-epoch slots' capacity, and none where every chunk's
+own rows hold it: ``G_l`` then borrows a slot the layer saved, at least ``[own rows,
+d]`` for every kind, :mod:`gnnpipe.engine.grad_buffers`, except with the cross-epoch
+overlap; hybrid: its way's share of the
 boundary plus the rows it reads from other ways; with C = W one buffer for all layers,
 and ``B_l`` over the block only, the other ways' rows in one buffer too), ``h0``
 (GCNII) and its gradient, and the saved values of every chunk between its forward and
@@ -332,8 +335,9 @@ def _encode_bytes(p: HardwareProfile, m: ModelShape, g: GraphStats, rows: float)
 
 def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str, workers: int, ways: int,
                    stages: int, chunks: int, split: tuple[int, ...], way_halo_rows: float = 0.0,
-                   snapshot_period: int = 23) -> int:
-    """Predicted peak bytes of the largest worker of the layout (module docstring)."""
+                   snapshot_period: int = 23, cross_epoch_chunks: int = 0) -> int:
+    """Predicted peak bytes of the largest worker of the layout (module docstring);
+    ``cross_epoch_chunks``: pipeline mode's K (its ``G_l`` are then buffers of their own)."""
     n, L, H = g.num_nodes, m.layers, m.hidden
     saved = p.saved(m.kind)
     base = _common_bytes(p, g)
@@ -357,6 +361,8 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
     rows = n if ways == 1 else own_rows + way_halo_rows / ways
     if ways == 1:  # row_space.EpochGradPlan's capacity
         grad_rows = cut.boundary - (min(cut.boundary_rows) if cut.boundary_rows else 0) + 1
+        if cross_epoch_chunks == 0 and min(cut.part_rows) >= grad_rows:
+            grad_rows = 0  # lent: every G_l fits in a slot of the first chunk back
     else:
         grad_rows = cut.boundary / ways + way_halo_rows / ways
     big = max(cut.part_rows[k] + cut.halo_rows[k] for k in range(cut.num_parts))

@@ -229,7 +229,8 @@ def make_plan(stats: GraphStats, shape: ModelShape, profile: HardwareProfile, *,
                              split=split, way_halo_rows=m_w, row_masks=row_masks,
                              cross_epoch_chunks=min(cross_epoch_chunks, c))
             mem = predict_memory(profile, shape, stats, mode=mode, workers=p_count, ways=w, stages=s,
-                                 chunks=c, split=split, way_halo_rows=m_w, snapshot_period=snapshot_period)
+                                 chunks=c, split=split, way_halo_rows=m_w, snapshot_period=snapshot_period,
+                                 cross_epoch_chunks=min(cross_epoch_chunks, c) if mode == "pipeline" else 0)
             limit = profile.device_memory_bytes // (p_count if profile.shared_memory else 1)
             by_kind, exact = predicted_bytes(shape, stats, mode, p_count, w, c, split, stage_element_size)
             fits = mem <= limit

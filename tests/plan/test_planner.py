@@ -243,3 +243,33 @@ def test_predicted_stage_gradient_buffers_hold_the_boundary_rows(graph, mode, wa
     widths = [shape.dims[l - 1] for l in buffered]
     per_row = max(widths) if chunks == ways else sum(widths)
     assert more - got == pytest.approx(rows * per_row * 4, abs=2)
+
+
+def test_pipeline_gradient_buffers_are_not_counted_where_they_borrow_a_slot(graph):
+    """Where every chunk's own rows hold G_l's rows, a pipeline stage's G_l borrow a
+    slot its layers saved (engine.grad_buffers): the prediction drops exactly G_l's
+    bytes of the largest stage; with the cross-epoch overlap (no lending), and where
+    a chunk is smaller than the buffer, they are counted."""
+    from dataclasses import replace
+
+    from gnnpipe.plan.costs import predict_memory
+
+    stats = graph_stats(graph)
+    shape = _shape(stats, layers=4, model="gcn")
+    cut = stats.cut(2)
+    grad_rows = cut.boundary - min(cut.boundary_rows) + 1
+    assert min(cut.part_rows) >= grad_rows  # two chunks of 250 rows
+    kw = dict(mode="pipeline", workers=2, ways=1, stages=2, chunks=2, split=(1, 3))
+    lent = predict_memory(_profile(), shape, stats, **kw)
+    own = predict_memory(_profile(), shape, stats, cross_epoch_chunks=1, **kw)
+    # The last stage (layers 2-4, all buffered, and the classifier) is the largest.
+    assert own - lent == pytest.approx(grad_rows * sum(shape.dims[l - 1] for l in (2, 3, 4)) * 4, abs=2)
+    # A chunk's rows read by the other beyond the smaller chunk's own rows: no slot
+    # holds G_l, which is counted with the overlap or without.
+    stats.cuts[2] = replace(cut, boundary_rows=(min(cut.part_rows), min(cut.boundary_rows)))
+    try:
+        small_lent = predict_memory(_profile(), shape, stats, **kw)
+        small_own = predict_memory(_profile(), shape, stats, cross_epoch_chunks=1, **kw)
+    finally:
+        stats.cuts[2] = cut
+    assert small_lent == small_own > own
