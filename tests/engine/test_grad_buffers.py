@@ -35,12 +35,18 @@ def test_pipeline_buffers_take_each_epochs_slots_and_start_it_at_zero():
         assert bool((bufs.G[2] == 3.0).all())
 
 
-def test_one_chunk_per_way_shares_one_buffer_per_width_zeroed_after_use():
+def _one_chunk_per_way_rows():
+    """Way 0's fixed gradient slots, hybrid W = 2 with one chunk per way."""
     chunked = chunk_graph(tiny_graph(), 2, method="metis", seed=0, cache=False)
     n = chunked.graph.num_nodes
     blocks = way_blocks(2, 2)
     rows = build_row_space(chunked.plans, blocks, 0, n)
     static = build_grad_rows(chunked.plans, blocks, rows, build_exchange_plan(chunked.plans, blocks, rows, n, CPU), CPU)
+    return static
+
+
+def test_one_chunk_per_way_shares_one_buffer_per_width_zeroed_after_use():
+    static = _one_chunk_per_way_rows()
     bufs = GradBuffers({2: 5, 3: 5, 4: 7}, static, None, shared=True, device=CPU, dtype=torch.float64)
     assert bufs.G[2] is bufs.G[3] and bufs.G[4] is not bufs.G[2]
     assert bufs.G[2].shape == (static.n_slots, 5) and bufs.G[4].shape == (static.n_slots, 7)
@@ -89,10 +95,6 @@ def test_lent_buffers_take_an_offer_large_enough_and_give_it_back_each_epoch():
 
 
 def test_lending_is_off_in_hybrid_mode():
-    chunked = chunk_graph(tiny_graph(), 2, method="metis", seed=0, cache=False)
-    n = chunked.graph.num_nodes
-    blocks = way_blocks(2, 2)
-    rows = build_row_space(chunked.plans, blocks, 0, n)
-    static = build_grad_rows(chunked.plans, blocks, rows, build_exchange_plan(chunked.plans, blocks, rows, n, CPU), CPU)
+    static = _one_chunk_per_way_rows()
     bufs = GradBuffers({2: 5}, static, None, shared=True, device=CPU, dtype=torch.float64, lend=True)
     assert not bufs.lend and bufs.buffer(2, torch.zeros(1000, dtype=torch.float64)) is bufs.G[2]
