@@ -51,7 +51,10 @@ class StageBuffers:
             of one width; else empty). Shapes: [n_rows - n_block, d_{l-1}].
         own_ids[k], foreign_ids[k]: with one chunk per way, chunk k's own rows in ``B``
             and its halo rows in ``foreign``.
-        grads, G: the gradient buffers (``G is grads.G``).
+        grads, G: the gradient buffers (``G is grads.G``, their own buffers); with
+            ``lend_grads`` (pipeline mode, synchronous schedule) and chunks whose own rows
+            hold a ``G_l``, each ``G_l`` borrows a saved slot per epoch
+            (:mod:`gnnpipe.engine.grad_buffers`).
         exchange: hybrid's :class:`WayExchange`; None in pipeline mode.
     """
 
@@ -94,6 +97,11 @@ class StageBuffers:
             self.own_ids = {k: self.local_ids[k][:plans[k].num_own] for k in my_chunks}
         self.period = int(snapshot_period)
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
+        # Lend only where a slot can hold G_l: every layer saves at least a [own rows, d]
+        # tensor (what the planner assumes too); elsewhere G_l is made here, as before,
+        # not in the middle of the first backward's temporaries.
+        lend_grads = bool(lend_grads) and grad_plan is not None and \
+            min(plans[k].num_own for k in my_chunks) >= grad_plan.buffer_rows
         self.grads = GradBuffers(widths, grad_static, grad_plan, shared=self.one_chunk_per_way,
                                  device=device, dtype=dtype, lend=lend_grads)
         self.G = self.grads.G

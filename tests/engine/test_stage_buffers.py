@@ -21,11 +21,11 @@ def _layout(ways: int, stages: int, chunks: int) -> Layout:
                   launcher="local")
 
 
-def _buffers(ways: int, chunks: int, rank: int, period: int = 1, widths=None):
+def _buffers(ways: int, chunks: int, rank: int, period: int = 1, widths=None, lend: bool = False):
     chunked = chunk_graph(tiny_graph(), chunks, method="metis")
     widths = {2: 4, 3: 6} if widths is None else widths
     bufs = StageBuffers(chunked.plans, _layout(ways, 1, chunks), rank, comm=None, num_nodes=chunked.graph.num_nodes,
-                        widths=widths, snapshot_period=period, device=CPU, dtype=torch.float64)
+                        widths=widths, snapshot_period=period, device=CPU, dtype=torch.float64, lend_grads=lend)
     return chunked, bufs
 
 
@@ -103,3 +103,18 @@ def test_restore_and_refresh_with_a_snapshot_period():
         assert torch.equal(b, expected)
     bufs.restore()
     assert all(torch.equal(bufs.B[l], snap[l]) for l in bufs.B)
+
+
+@pytest.mark.parametrize("ways,chunks,lends", [(1, 2, True), (1, 3, False), (2, 4, False)])
+def test_gradient_buffers_are_lent_only_where_a_chunks_own_rows_hold_them(ways, chunks, lends):
+    """Pipeline mode lends G_l where every chunk's own rows (18 of 36 at C = 2) hold its
+    rows (14: 13 boundary rows and the trash row), and makes its own buffers at once
+    where they do not (12 own rows at C = 3, 21 buffer rows) or in hybrid mode."""
+    chunked, bufs = _buffers(ways, chunks, 0, lend=True)
+    assert bufs.grads.lend is lends
+    assert (bufs.G == {}) is lends  # own buffers made here unless lent
+    if ways == 1:
+        fits = min(p.num_own for p in chunked.plans) >= bufs.grads.num_rows
+        assert fits is lends
+    _, off = _buffers(ways, chunks, 0)
+    assert not off.grads.lend and off.G
