@@ -165,9 +165,9 @@ class Stage:
         self.arena = SavedArena(self.device)
         self.arena_parity = int(pc.cross_epoch_chunks) > 0
         logger.info("rank %d: way %d/%d stage %d/%d, layers %d..%d, %d chunks, buffers %s "
-                    "(%d rows, gradients of %d)", self.rank, self.way, self.num_ways, self.stage,
+                    "(%d rows, gradients of %d%s)", self.rank, self.way, self.num_ways, self.stage,
                     layout.stages, self.a + 1, self.b, len(self.my_chunks), self.buffered, self.rows.n_rows,
-                    self.grads.num_rows)
+                    self.grads.num_rows, ", borrowing saved slots that hold them" if self.grads.lend else "")
 
     def _owns(self, name: str) -> bool:
         if name.startswith("encode."):
