@@ -106,10 +106,15 @@ def test_restore_and_refresh_with_a_snapshot_period():
 
 
 @pytest.mark.parametrize("ways,chunks,lends", [(1, 2, True), (1, 3, False), (2, 4, False)])
-def test_gradient_buffers_are_lent_only_where_a_chunks_own_rows_hold_them(ways, chunks, lends):
+def test_gradient_buffers_are_lent_only_where_a_chunks_own_rows_hold_them(ways, chunks, lends, monkeypatch):
     """Pipeline mode lends G_l where every chunk's own rows (18 of 36 at C = 2) hold its
-    rows (14: 13 boundary rows and the trash row), and makes its own buffers at once
-    where they do not (12 own rows at C = 3, 21 buffer rows) or in hybrid mode."""
+    rows (14: 13 boundary rows and the trash row) and the arena takes such a slot (here
+    every saved tensor: the tiny graph's are below ``MIN_BYTES``), and makes its own
+    buffers at once where they do not (12 own rows at C = 3, 21 buffer rows), in hybrid
+    mode, or where the slots stay out of the arena."""
+    from gnnpipe.engine import saved_arena
+
+    monkeypatch.setattr(saved_arena, "MIN_BYTES", 0)
     chunked, bufs = _buffers(ways, chunks, 0, lend=True)
     assert bufs.grads.lend is lends
     assert (bufs.G == {}) is lends  # own buffers made here unless lent
@@ -118,3 +123,6 @@ def test_gradient_buffers_are_lent_only_where_a_chunks_own_rows_hold_them(ways, 
         assert fits is lends
     _, off = _buffers(ways, chunks, 0)
     assert not off.grads.lend and off.G
+    monkeypatch.undo()  # 18 rows x 4 float64 = 576 bytes: a slot the arena leaves in the heap
+    _, small = _buffers(ways, chunks, 0, lend=True)
+    assert not small.grads.lend and small.G
