@@ -34,9 +34,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from gnnpipe.engine import saved_arena
 from gnnpipe.engine.row_space import EpochGradPlan, GradRows
 
-__all__ = ["GradBuffers"]
+__all__ = ["GradBuffers", "lendable"]
+
+
+def lendable(min_own_rows: int, buffer_rows: int, min_width: int, element_size: int) -> bool:
+    """Whether every chunk's layers save a slot that holds a ``G_l`` of ``buffer_rows``
+    rows: each layer kind saves at least one ``[own rows, d]`` tensor, and the arena
+    takes it (at least :data:`~gnnpipe.engine.saved_arena.MIN_BYTES`). The stage decides
+    by it whether to lend, and the planner whether to count ``G_l``."""
+    return (min_own_rows >= buffer_rows
+            and min_own_rows * min_width * element_size >= saved_arena.MIN_BYTES)
 
 
 class GradBuffers:
@@ -59,6 +69,7 @@ class GradBuffers:
         self.shared = shared
         self.widths = dict(widths)
         self.device, self.dtype = device, dtype
+        self.itemsize = torch.empty((), dtype=dtype).element_size()
         n = (static if static is not None else epoch_plan).buffer_rows  # type: ignore[union-attr]
         self.num_rows = n
         self.lend = bool(lend) and not shared and epoch_plan is not None
@@ -92,7 +103,7 @@ class GradBuffers:
             return G
         if l not in self.G:  # lend, and no own buffer made yet
             shape = (self.num_rows, self.widths[l])
-            need = shape[0] * shape[1] * torch.empty((), dtype=self.dtype).element_size()
+            need = shape[0] * shape[1] * self.itemsize
             # The offer is a slot of the stage's own arena, on the stage's device.
             if offer is not None and offer.is_contiguous() and offer.numel() * offer.element_size() >= need:
                 G = offer.reshape(-1).view(torch.uint8)[:need].view(self.dtype).view(shape).zero_()

@@ -343,7 +343,8 @@ class Stage:
             placed = self.arena.adopt(arena_key, saved, out)
             # The layer's largest slot: dead from this chunk's backward of the layer
             # on, so G_l may borrow it for the epoch (grad_buffers: lent memory).
-            offer = max(placed, key=lambda v: v.numel() * v.element_size(), default=None)
+            offer = max(placed, key=lambda v: v.numel() * v.element_size(), default=None) \
+                if self.grads.lend else None
             layers.append((l, sink, out, offer))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()

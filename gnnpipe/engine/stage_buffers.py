@@ -27,8 +27,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from gnnpipe.engine import saved_arena
-from gnnpipe.engine.grad_buffers import GradBuffers
+from gnnpipe.engine.grad_buffers import GradBuffers, lendable
 from gnnpipe.engine.layout import Layout
 from gnnpipe.engine.row_space import (build_epoch_grad_plan, build_exchange_plan, build_grad_rows, build_row_space,
                                       exchange_in_slots)
@@ -98,16 +97,11 @@ class StageBuffers:
             self.own_ids = {k: self.local_ids[k][:plans[k].num_own] for k in my_chunks}
         self.period = int(snapshot_period)
         self.snap = self.B if self.period == 1 else {l: b.clone() for l, b in self.B.items()}
-        # Lend only where a slot can hold G_l: every layer saves at least a [own rows, d]
-        # tensor (what the planner assumes too), which the arena takes if it is large
-        # enough to move there; elsewhere G_l is made here, as before, not in the middle
-        # of the first backward's temporaries.
-        if lend_grads and grad_plan is not None and widths:
-            min_own = min(plans[k].num_own for k in my_chunks)
-            slot_bytes = min_own * min(widths.values()) * torch.empty((), dtype=dtype).element_size()
-            lend_grads = min_own >= grad_plan.buffer_rows and slot_bytes >= saved_arena.MIN_BYTES
-        else:
-            lend_grads = False
+        # Lend only where a slot can hold G_l (grad_buffers.lendable); elsewhere G_l is
+        # made here, as before, not in the middle of the first backward's temporaries.
+        lend_grads = bool(lend_grads and grad_plan is not None and widths) and lendable(
+            min(plans[k].num_own for k in my_chunks), grad_plan.buffer_rows, min(widths.values()),
+            torch.empty((), dtype=dtype).element_size())
         self.grads = GradBuffers(widths, grad_static, grad_plan, shared=self.one_chunk_per_way,
                                  device=device, dtype=dtype, lend=lend_grads)
         self.G = self.grads.G

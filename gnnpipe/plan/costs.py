@@ -45,9 +45,8 @@ stage read halo rows); a stage keeps ``B_l`` (and the snapshot when R > 1) over 
 way's rows and ``G_l`` over the rows a read can give a gradient for each buffered
 layer (pipeline: the chunking's boundary rows but the smallest chunk's,
 ``CutStats.boundary``, the per-epoch slots' capacity, and none where every chunk's
-own rows hold it: ``G_l`` then borrows a slot the layer saved, at least ``[own rows,
-d]`` for every kind, :mod:`gnnpipe.engine.grad_buffers`, except with the cross-epoch
-overlap; hybrid: its way's share of the
+saved slots hold it: ``G_l`` then borrows one, ``grad_buffers.lendable``, except with
+the cross-epoch overlap; hybrid: its way's share of the
 boundary plus the rows it reads from other ways; with C = W one buffer for all layers,
 and ``B_l`` over the block only, the other ways' rows in one buffer too), ``h0``
 (GCNII) and its gradient, and the saved values of every chunk between its forward and
@@ -67,6 +66,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gnnpipe.engine.grad_buffers import lendable
 from gnnpipe.engine.layout import stage_layer_ranges
 from gnnpipe.plan.inputs import GraphStats, HardwareProfile
 
@@ -361,7 +361,8 @@ def predict_memory(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: st
     rows = n if ways == 1 else own_rows + way_halo_rows / ways
     if ways == 1:  # row_space.EpochGradPlan's capacity
         grad_rows = cut.boundary - (min(cut.boundary_rows) if cut.boundary_rows else 0) + 1
-        if cross_epoch_chunks == 0 and min(cut.part_rows) >= grad_rows:
+        widths = [m.dims[l - 1] for l in range(2, L + 1)]
+        if cross_epoch_chunks == 0 and widths and lendable(int(min(cut.part_rows)), int(grad_rows), min(widths), _E):
             grad_rows = 0  # lent: every G_l fits in a slot of the first chunk back
     else:
         grad_rows = cut.boundary / ways + way_halo_rows / ways

@@ -245,14 +245,18 @@ def test_predicted_stage_gradient_buffers_hold_the_boundary_rows(graph, mode, wa
     assert more - got == pytest.approx(rows * per_row * 4, abs=2)
 
 
-def test_pipeline_gradient_buffers_are_not_counted_where_they_borrow_a_slot(graph):
+def test_pipeline_gradient_buffers_are_not_counted_where_they_borrow_a_slot(graph, monkeypatch):
     """Where every chunk's own rows hold G_l's rows, a pipeline stage's G_l borrow a
-    slot its layers saved (engine.grad_buffers): the prediction drops exactly G_l's
-    bytes of the largest stage; with the cross-epoch overlap (no lending), and where
-    a chunk is smaller than the buffer, they are counted."""
+    slot its layers saved (engine.grad_buffers, with the arena taking every slot: this
+    graph's are below MIN_BYTES): the prediction drops exactly G_l's bytes of the
+    largest stage; with the cross-epoch overlap (no lending), and where a chunk is
+    smaller than the buffer, they are counted."""
     from dataclasses import replace
 
+    from gnnpipe.engine import saved_arena
     from gnnpipe.plan.costs import predict_memory
+
+    monkeypatch.setattr(saved_arena, "MIN_BYTES", 0)
 
     stats = graph_stats(graph)
     shape = _shape(stats, layers=4, model="gcn")
