@@ -46,10 +46,16 @@ __all__ = ["SavedArena", "movable", "MIN_SEGMENT_BYTES", "MIN_BYTES", "ALIGN"]
 #: of their own, not blocks between the temporaries: with 1 MiB the 200k C = 8 peak was
 #: 7.60 / 7.48 GiB against 7.33 / 7.39 (bench/results/memory_200k).
 MIN_SEGMENT_BYTES = 64 << 20
-#: Saved tensors smaller than this stay where they are (weights, statistics, and the
-#: small blocks a heap reuses well): on BlogCatalog at C = 8 (saved tensors of 0.26 and
-#: 0.45 MB) moving them cost 1.5 % of the epoch (bench/results/memory_200k/README.md).
-MIN_BYTES = 1 << 20
+#: Saved tensors smaller than this stay in the heap (a page: scalars and the like). Any
+#: larger one left there is a long-lived block among the forward's temporaries, and
+#: glibc carves such blocks out of the holes those temporaries leave, so that a hole no
+#: longer holds the next layer's temporary of the same size and the heap grows instead:
+#: on the 200k-vertex GCN-32 at C = 8 the dropout mask words (1.03 MB a layer, just
+#: below the 1 MiB this threshold was) and a 40 KB tensor per layer stayed in the heap,
+#: which grew to 5.7 GB with 4.7 GB of it free at the end of a forward, and the peak was
+#: 8.8-9.2 GiB per worker against 7.3-7.5 GiB with them moved
+#: (bench/results/memory_200k/arena_all/).
+MIN_BYTES = 4 << 10
 #: Offsets are multiples of this, so that any dtype's view of a slot is aligned.
 ALIGN = 64
 
