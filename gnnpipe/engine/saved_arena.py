@@ -48,12 +48,12 @@ __all__ = ["SavedArena", "movable", "MIN_SEGMENT_BYTES", "MIN_BYTES", "ALIGN"]
 MIN_SEGMENT_BYTES = 64 << 20
 #: Saved tensors smaller than this stay in the heap (a page: scalars and the like). Any
 #: larger one left there is a long-lived block among the forward's temporaries, and
-#: glibc carves such blocks out of the holes those temporaries leave, so that a hole no
+#: glibc places such blocks in the holes those temporaries leave, so that a hole no
 #: longer holds the next layer's temporary of the same size and the heap grows instead:
 #: on the 200k-vertex GCN-32 at C = 8 the dropout mask words (1.03 MB a layer, just
-#: below the 1 MiB this threshold was) and a 40 KB tensor per layer stayed in the heap,
-#: which grew to 5.7 GB with 4.7 GB of it free at the end of a forward, and the peak was
-#: 8.8-9.2 GiB per worker against 7.3-7.5 GiB with them moved
+#: below the 1 MiB this threshold was) and the scaled weight (40 KB) per layer stayed in
+#: the heap, which grew to 5.8 GB with 4.8 GB of it free at the end of a forward, and the
+#: peak was 9.0-9.4 GiB per worker against 7.3-7.7 GiB with them moved
 #: (bench/results/memory_200k/arena_all/).
 MIN_BYTES = 4 << 10
 #: Offsets are multiples of this, so that any dtype's view of a slot is aligned.

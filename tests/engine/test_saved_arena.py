@@ -64,3 +64,33 @@ def test_only_large_non_parameter_tensors_move():
     assert not movable(big[1:])  # 4 bytes below the threshold
     assert not movable(torch.nn.Parameter(big.clone()))  # weights stay where they are
     assert movable(torch.nn.Parameter(big.clone()) * 2.0)  # a computed tensor moves
+
+
+
+def test_a_chunk_layer_leaves_nothing_it_saves_in_the_heap_but_its_weights():
+    """What a GCN layer saves for backward on 400 rows at width 100 (dropout 0.5: its
+    mask saved as random words, 400 x 100 bits = 5,000 bytes) all moves into the arena,
+    parameters aside: a saved block left in the heap sits among the next layers'
+    temporaries (the 1.03 MB mask words left there held the 200k C = 8 peak about 1.7
+    GiB up: bench/results/memory_200k/arena_all)."""
+    from gnnpipe.engine.stage_autograd import saved_holder, unhold
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.models.layers import GCNLayer
+    from gnnpipe.plan.calibrate import _plan
+
+    torch.manual_seed(0)
+    ops = ChunkOps.build(_plan(400, 8.0))
+    layer = GCNLayer(100, 100, dropout=0.5).train()
+    x = torch.randn(400, 100, requires_grad=True)
+    saved: list[list[torch.Tensor]] = []
+    with torch.autograd.graph.saved_tensors_hooks(saved_holder(saved), unhold):
+        out = layer(x, ops)
+    kept = [h[0] for h in saved if not (h[0].is_leaf and h[0].requires_grad)]
+    sizes = sorted(t.numel() * t.element_size() for t in kept)
+    assert 5000 in sizes  # the mask words
+    assert kept and all(movable(t) for t in kept), sizes
+    arena = SavedArena(torch.device("cpu"))
+    arena.begin(0)
+    assert len(arena.adopt(0, saved, out)) == len({t.data_ptr() for t in kept
+                                                   if t.untyped_storage().data_ptr()
+                                                   != out.untyped_storage().data_ptr()})
