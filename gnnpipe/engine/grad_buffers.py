@@ -69,7 +69,6 @@ class GradBuffers:
         self.shared = shared
         self.widths = dict(widths)
         self.device, self.dtype = device, dtype
-        self.itemsize = torch.empty((), dtype=dtype).element_size()
         n = (static if static is not None else epoch_plan).buffer_rows  # type: ignore[union-attr]
         self.num_rows = n
         self.lend = bool(lend) and not shared and epoch_plan is not None
@@ -103,7 +102,7 @@ class GradBuffers:
             return G
         if l not in self.G:  # lend, and no own buffer made yet
             shape = (self.num_rows, self.widths[l])
-            need = shape[0] * shape[1] * self.itemsize
+            need = shape[0] * shape[1] * self.dtype.itemsize
             # The offer is a slot of the stage's own arena, on the stage's device.
             if offer is not None and offer.is_contiguous() and offer.numel() * offer.element_size() >= need:
                 G = offer.reshape(-1).view(torch.uint8)[:need].view(self.dtype).view(shape).zero_()

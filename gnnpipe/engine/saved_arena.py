@@ -52,9 +52,9 @@ MIN_SEGMENT_BYTES = 64 << 20
 #: longer holds the next layer's temporary of the same size and the heap grows instead:
 #: on the 200k-vertex GCN-32 at C = 8 the dropout mask words (1.03 MB a layer, just
 #: below the 1 MiB this threshold was) and the scaled weight (40 KB) per layer stayed in
-#: the heap, which grew to 5.8 GiB with 4.8 GiB of it free at the end of a forward, and the
-#: peak was 9.0-9.4 GiB per worker against 7.3-7.7 GiB with them moved
-#: (bench/results/memory_200k/arena_all/).
+#: the heap, which held 4.7 GiB free (of 5.9-6.0 GiB) at the workers' peak of 9.0 GiB
+#: (bench/heap_trace.py); with them moved the peak was 7.1-7.7 GiB against 9.0-9.4 GiB in
+#: same-run pairs (bench/results/memory_200k/arena_all/).
 MIN_BYTES = 4 << 10
 #: Offsets are multiples of this, so that any dtype's view of a slot is aligned.
 ALIGN = 64

@@ -101,7 +101,7 @@ class StageBuffers:
         # made here, as before, not in the middle of the first backward's temporaries.
         lend_grads = bool(lend_grads and grad_plan is not None and widths) and lendable(
             min(plans[k].num_own for k in my_chunks), grad_plan.buffer_rows, min(widths.values()),
-            torch.empty((), dtype=dtype).element_size())
+            dtype.itemsize)
         self.grads = GradBuffers(widths, grad_static, grad_plan, shared=self.one_chunk_per_way,
                                  device=device, dtype=dtype, lend=lend_grads)
         self.G = self.grads.G

@@ -66,7 +66,6 @@ def test_only_large_non_parameter_tensors_move():
     assert movable(torch.nn.Parameter(big.clone()) * 2.0)  # a computed tensor moves
 
 
-
 def test_a_chunk_layer_leaves_nothing_it_saves_in_the_heap_but_its_weights():
     """What a GCN layer saves for backward on 400 rows at width 100 (dropout 0.5: its
     mask saved as random words, 400 x 100 bits = 5,000 bytes) all moves into the arena,
