@@ -313,6 +313,10 @@ class TrainConfig(_Checked):
         "pages (mallopt), instead of mapping each large temporary afresh; 0 leaves glibc's thresholds. "
         "Faster where layer temporaries are tens of MB, at a higher peak (200k graph, graph mode: "
         "24.0 -> 13.5 s an epoch, 4.0 -> 6.8 GiB; bench/results/memory_200k/heap)"))
+    host_heap_trim: bool = field(default=True, metadata=_meta(
+        "glibc hosts, pipeline and hybrid stages on the CPU: give the heap's free pages back to the "
+        "system after each chunk's forward and backward (malloc_trim); not with host_heap_mib > 0. "
+        "(200k graph, pipeline C = 8: 7.6 -> 5.1 GiB per worker; bench/results/memory_200k/trim)"))
 
     def __post_init__(self) -> None:
         if isinstance(self.log_level, str):

@@ -15,7 +15,7 @@ implement (single mode too, with a one-rank communicator); the epoch loop
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import torch
 
@@ -52,6 +52,8 @@ class WorkerContext:
         comm: the communicator; the only way a runner talks to other workers.
         model: the FULL model on the CPU, seeded identically on every rank.
         local_rank: the index of the worker on its node (selects the GPU).
+        heap_trim: what a stage calls after each chunk compute to give the host heap's
+            free pages back (:func:`gnnpipe.engine.host_heap.heap_trimmer`), or None.
     """
 
     rank: int
@@ -64,6 +66,7 @@ class WorkerContext:
     comm: "Comm"
     model: Any  # gnnpipe.models.DeepGNN
     local_rank: int = 0
+    heap_trim: Callable[[], None] | None = None
 
     @property
     def world_size(self) -> int:

@@ -62,10 +62,19 @@ _HANDLERS: dict[type, Callable[[Stage, EpochState, Any], None]] = {
 }
 
 
-def execute(stage: Stage, program: Iterable[sch.Action], st: EpochState) -> None:
-    """Run ``program`` (``schedule.for_stage(stage_idx)``) on ``stage`` for epoch ``st``."""
+#: The actions after which ``execute`` calls its ``after_compute``.
+COMPUTE_ACTIONS = (sch.Forward, sch.Backward)
+
+
+def execute(stage: Stage, program: Iterable[sch.Action], st: EpochState,
+            after_compute: Callable[[], None] | None = None) -> None:
+    """Run ``program`` (``schedule.for_stage(stage_idx)``) on ``stage`` for epoch ``st``;
+    ``after_compute`` (if given) after each chunk's forward and backward: the worker's
+    heap trim (:func:`gnnpipe.engine.host_heap.heap_trimmer`), its time the stage's."""
     for a in program:
         handler = _HANDLERS.get(type(a))
         if handler is None:
             raise TypeError(f"schedule action: expected one of the kinds of gnnpipe.engine.schedule, found {a!r}")
         handler(stage, st, a)
+        if after_compute is not None and isinstance(a, COMPUTE_ACTIONS):
+            after_compute()

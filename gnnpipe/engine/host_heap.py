@@ -21,6 +21,19 @@ the C library has no ``mallopt`` (macOS, musl) or where glibc's own variables ar
 in the environment (the user's settings stand); the returned state says which, and the
 record keeps it (``extra.host_heap``). GPU tensors do not use this heap: there it only
 concerns host-side buffers.
+
+:func:`heap_trimmer` is the other side, on by default (``train.host_heap_trim``): a
+pipeline or hybrid stage on the CPU calls ``malloc_trim(0)`` after each chunk's forward
+and backward, which gives the pages of the heap's free blocks back to the system. A
+stage's saved tensors live in its arena, so what its heap holds between two chunk
+computes is free blocks, kept apart by small objects that outlive a chunk (autograd
+nodes, tensor headers) and therefore not reusable as one block; their pages had been
+most of the gap between a stage's peak and its live tensors (200k systems graph,
+GCN-32, C = 8: 7.64 / 7.67 -> 5.13 / 5.16 GiB per worker, bench/results/memory_200k/trim/).
+The next chunk faults back in only the pages its temporaries reuse. Before the
+arena took every saved tensor of 4 KiB or more, the same trim cost 36 % of an epoch
+(its saved tensors sat between the temporaries, so every chunk faulted in fresh holes;
+bench/results/memory_200k/README.md).
 """
 
 from __future__ import annotations
@@ -30,7 +43,7 @@ import ctypes.util
 import os
 from typing import Any, Callable
 
-__all__ = ["tune_host_heap", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
+__all__ = ["tune_host_heap", "heap_trimmer", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
 
 #: ``mallopt`` parameters (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -46,6 +59,37 @@ def _libc_mallopt() -> Callable[[int, int], int] | None:
         return None
     fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return fn  # type: ignore[no-any-return]
+
+
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+def heap_trimmer(enabled: bool, *, device_type: str, host_heap_mib: int,
+                 malloc_trim: Callable[[int], int] | None = None) -> tuple[Callable[[], None] | None, dict[str, Any]]:
+    """What a stage calls after each chunk compute to give the heap's free pages back
+    (module docstring), or None; and ``{"applied", "why"}`` for the record.
+    ``malloc_trim`` replaces the C library's (tests)."""
+    if not enabled:
+        return None, {"applied": False, "why": "off (train.host_heap_trim = false)"}
+    if device_type != "cpu":
+        return None, {"applied": False, "why": f"the stage's tensors are in {device_type} memory, not the host heap"}
+    if host_heap_mib > 0:
+        return None, {"applied": False, "why": "train.host_heap_mib > 0 keeps the heap's freed pages"}
+    fn = _libc_malloc_trim() if malloc_trim is None else malloc_trim
+    if fn is None:
+        return None, {"applied": False, "why": "this C library has no malloc_trim"}
+    trim = fn
+
+    def trim_heap() -> None:
+        trim(0)
+
+    return trim_heap, {"applied": True, "why": "malloc_trim(0) after each chunk's forward and backward"}
 
 
 def tune_host_heap(mib: int, *, mallopt: Callable[[int, int], int] | None = None) -> dict[str, Any]:

@@ -123,7 +123,7 @@ class StageRunner:
         if self.epochs_done == 0 and logger.isEnabledFor(logging.DEBUG):
             logger.debug("rank %d: schedule of the first epoch\n%s", st.rank, schedule)
         st.begin_epoch(state)
-        execute(st, schedule.for_stage(st.stage), state)
+        execute(st, schedule.for_stage(st.stage), state, after_compute=self.ctx.heap_trim)
         self._next = state.next
         if st.last:
             chunks = sorted(state.logits)

@@ -27,7 +27,7 @@ import torch
 from gnnpipe.engine.comm import KINDS, Comm
 from gnnpipe.engine.context import WorkerContext
 from gnnpipe.engine.layout import Layout
-from gnnpipe.engine.host_heap import tune_host_heap
+from gnnpipe.engine.host_heap import heap_trimmer, tune_host_heap
 from gnnpipe.engine.runners import RUNNERS
 from gnnpipe.trainer.loop import run_epochs
 from gnnpipe.trainer.machine import machine_info, measure_peak_memory
@@ -119,6 +119,8 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
     if rank == 0 and tc.host_heap_mib:
         logger.info("host heap: %s", f"thresholds at {tc.host_heap_mib} MiB" if host_heap["applied"]
                     else f"left as it is ({host_heap['why']})")
+    heap_trim, heap_trim_state = heap_trimmer(tc.host_heap_trim and layout.mode in ("pipeline", "hybrid"),
+                                              device_type=device.type, host_heap_mib=tc.host_heap_mib)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t_joined = time.time()  # the process group is up (single mode: nothing to join)
@@ -128,7 +130,8 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
         if layout.distributed:
             torch.manual_seed(int(tc.seed) * 1_000_003 + 1 + rank)
         ctx = WorkerContext(rank=rank, layout=layout, device=device, dtype=dtype, config=cfg, graph=graph,
-                            chunked=chunked, comm=comm, model=model, local_rank=local_rank)
+                            chunked=chunked, comm=comm, model=model, local_rank=local_rank,
+                            heap_trim=heap_trim)
         runner = RUNNERS[layout.mode](ctx)
         build_s = time.time() - t_joined
         num_params = sum(p.numel() for p in model.parameters())
@@ -169,7 +172,8 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
         return None
     pc = cfg.parallel
     extra: dict[str, Any] = {"num_parameters": int(num_params), "self_loops_removed": job.self_loops_removed,
-                             "startup": _startup(job, slowest, first_epoch_unix_s), "host_heap": host_heap}
+                             "startup": _startup(job, slowest, first_epoch_unix_s), "host_heap": host_heap,
+                             "host_heap_trim": heap_trim_state}
     if layout.distributed:
         extra.update({
             "stages": int(pc.stages), "ways": int(pc.ways), "chunks": int(layout.num_chunks),
