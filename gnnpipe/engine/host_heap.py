@@ -43,7 +43,7 @@ import ctypes.util
 import os
 from typing import Any, Callable
 
-__all__ = ["tune_host_heap", "heap_trimmer", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
+__all__ = ["tune_host_heap", "heap_trimmer", "STAGE_MODES", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
 
 #: ``mallopt`` parameters (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -70,13 +70,19 @@ def _libc_malloc_trim() -> Callable[[int], int] | None:
     return fn  # type: ignore[no-any-return]
 
 
-def heap_trimmer(enabled: bool, *, device_type: str, host_heap_mib: int,
+#: The modes whose workers run chunk computes (pipeline stages).
+STAGE_MODES = ("pipeline", "hybrid")
+
+
+def heap_trimmer(enabled: bool, *, mode: str, device_type: str, host_heap_mib: int,
                  malloc_trim: Callable[[int], int] | None = None) -> tuple[Callable[[], None] | None, dict[str, Any]]:
     """What a stage calls after each chunk compute to give the heap's free pages back
     (module docstring), or None; and ``{"applied", "why"}`` for the record.
     ``malloc_trim`` replaces the C library's (tests)."""
     if not enabled:
         return None, {"applied": False, "why": "off (train.host_heap_trim = false)"}
+    if mode not in STAGE_MODES:
+        return None, {"applied": False, "why": f"{mode} mode has no chunk computes (pipeline and hybrid stages only)"}
     if device_type != "cpu":
         return None, {"applied": False, "why": f"the stage's tensors are in {device_type} memory, not the host heap"}
     if host_heap_mib > 0:

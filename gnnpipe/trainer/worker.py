@@ -119,8 +119,8 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
     if rank == 0 and tc.host_heap_mib:
         logger.info("host heap: %s", f"thresholds at {tc.host_heap_mib} MiB" if host_heap["applied"]
                     else f"left as it is ({host_heap['why']})")
-    heap_trim, heap_trim_state = heap_trimmer(tc.host_heap_trim and layout.mode in ("pipeline", "hybrid"),
-                                              device_type=device.type, host_heap_mib=tc.host_heap_mib)
+    heap_trim, heap_trim_state = heap_trimmer(tc.host_heap_trim, mode=layout.mode, device_type=device.type,
+                                              host_heap_mib=tc.host_heap_mib)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t_joined = time.time()  # the process group is up (single mode: nothing to join)
