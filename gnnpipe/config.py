@@ -94,6 +94,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: The largest ``train.seed``: every stream derived from it (weights, each worker's
 #: dropout, the chunk order) must fit torch's 64-bit generator seed.
 MAX_SEED = 2**32 - 1
+#: The largest ``train.host_heap_trim_mib`` (1 TiB).
+MAX_HEAP_TRIM_MIB = 2**20
 #: The largest ``train.host_heap_mib``: glibc's mallopt takes an int of bytes.
 MAX_HOST_HEAP_MIB = (2**31 - 1) >> 20
 
@@ -313,10 +315,11 @@ class TrainConfig(_Checked):
         "pages (mallopt), instead of mapping each large temporary afresh; 0 leaves glibc's thresholds. "
         "Faster where layer temporaries are tens of MB, at a higher peak (200k graph, graph mode: "
         "24.0 -> 13.5 s an epoch, 4.0 -> 6.8 GiB; bench/results/memory_200k/heap)"))
-    host_heap_trim: bool = field(default=True, metadata=_meta(
-        "glibc hosts, pipeline and hybrid stages on the CPU: give the heap's free pages back to the "
-        "system after each chunk's forward and backward (malloc_trim); not with host_heap_mib > 0. "
-        "(200k graph, pipeline C = 8: 7.6 -> 5.1 GiB per worker; bench/results/memory_200k/trim)"))
+    host_heap_trim_mib: int = field(default=256, metadata=_meta(
+        "glibc hosts, pipeline and hybrid stages on the CPU: after a chunk's forward or backward, "
+        "give the heap's free pages back to the system (malloc_trim) where it then holds more than "
+        "this many MiB free; 0: never. Not with host_heap_mib > 0. "
+        "(200k graph, pipeline C = 8: 7.4-7.8 -> 5.1-5.2 GiB per worker; bench/results/memory_200k/trim)"))
 
     def __post_init__(self) -> None:
         if isinstance(self.log_level, str):
@@ -340,6 +343,8 @@ class TrainConfig(_Checked):
         self._need(self.checkpoint_every >= 1, "checkpoint_every", "an integer >= 1")
         self._need(0 <= self.host_heap_mib <= MAX_HOST_HEAP_MIB, "host_heap_mib",
                    f"an integer in [0, {MAX_HOST_HEAP_MIB}]")
+        self._need(0 <= self.host_heap_trim_mib <= MAX_HEAP_TRIM_MIB, "host_heap_trim_mib",
+                   f"an integer in [0, {MAX_HEAP_TRIM_MIB}]")
         for name in ("metrics_jsonl", "tensorboard"):
             self._need(getattr(self, name) is None or bool(getattr(self, name).strip()), name, "a path")
         self._need(not self.resume or self.checkpoint_dir is not None, "resume",

@@ -22,18 +22,19 @@ in the environment (the user's settings stand); the returned state says which, a
 record keeps it (``extra.host_heap``). GPU tensors do not use this heap: there it only
 concerns host-side buffers.
 
-:func:`heap_trimmer` is the other side, on by default (``train.host_heap_trim``): a
-pipeline or hybrid stage on the CPU calls ``malloc_trim(0)`` after each chunk's forward
-and backward, which gives the pages of the heap's free blocks back to the system. A
-stage's saved tensors live in its arena, so what its heap holds between two chunk
-computes is free blocks, kept apart by small objects that outlive a chunk (autograd
-nodes, tensor headers) and therefore not reusable as one block; their pages had been
-most of the gap between a stage's peak and its live tensors (200k systems graph,
-GCN-32, C = 8: 7.64 / 7.67 -> 5.13 / 5.16 GiB per worker, bench/results/memory_200k/trim/).
-The next chunk faults back in only the pages its temporaries reuse. Before the
-arena took every saved tensor of 4 KiB or more, the same trim cost 36 % of an epoch
-(its saved tensors sat between the temporaries, so every chunk faulted in fresh holes;
-bench/results/memory_200k/README.md).
+:func:`heap_trimmer` is the other side, on by default (``train.host_heap_trim_mib``): a
+pipeline or hybrid stage on the CPU calls ``malloc_trim(0)`` after a chunk's forward or
+backward where glibc's heap then holds more than that many MiB free (``mallinfo2``),
+which gives the pages of the heap's free blocks back to the system. A stage's saved
+tensors live in its arena, so what its heap holds between two chunk computes is free
+blocks, kept apart by small objects that outlive a chunk (autograd nodes, tensor
+headers) and so not reusable as one block; their pages had been most of the gap between
+a stage's peak and its live tensors (200k systems graph, GCN-32, C = 8: 7.4-7.8 against
+5.1-5.2 GiB per worker, bench/results/memory_200k/trim/). A trim costs the page faults
+of the temporaries the next chunk places in the given-back pages; where the heap holds
+little free (the dense graphs of ../shared/datasets: their chunks' temporaries are a
+few MB) that cost buys nothing, and a trim after every chunk compute made their epochs
+1.5-1.7x as long, hence the limit.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import ctypes.util
 import os
 from typing import Any, Callable
 
-__all__ = ["tune_host_heap", "heap_trimmer", "STAGE_MODES", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
+__all__ = ["tune_host_heap", "heap_trimmer", "HeapTrim", "STAGE_MODES", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
 
 #: ``mallopt`` parameters (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -70,32 +71,64 @@ def _libc_malloc_trim() -> Callable[[int], int] | None:
     return fn  # type: ignore[no-any-return]
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _libc_heap_free() -> Callable[[], int] | None:
+    """Bytes free in the heap's blocks (``mallinfo2().fordblks``, glibc 2.33 or later:
+    resident or not), or None where the C library has no ``mallinfo2``."""
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [], _MallInfo2
+    return lambda: int(fn().fordblks)
+
+
 #: The modes whose workers run chunk computes (pipeline stages).
 STAGE_MODES = ("pipeline", "hybrid")
 
 
-def heap_trimmer(enabled: bool, *, mode: str, device_type: str, host_heap_mib: int,
-                 malloc_trim: Callable[[int], int] | None = None) -> tuple[Callable[[], None] | None, dict[str, Any]]:
+class HeapTrim:
+    """Called after each chunk compute: ``malloc_trim(0)`` where the heap then holds
+    more than ``limit_bytes`` free. ``trims`` counts the trims done."""
+
+    def __init__(self, limit_bytes: int, malloc_trim: Callable[[int], int], heap_free: Callable[[], int]) -> None:
+        self.limit_bytes, self._trim, self._free = int(limit_bytes), malloc_trim, heap_free
+        self.trims = 0
+
+    def __call__(self) -> None:
+        if self._free() > self.limit_bytes:
+            self._trim(0)
+            self.trims += 1
+
+
+def heap_trimmer(limit_mib: int, *, mode: str, device_type: str, host_heap_mib: int,
+                 malloc_trim: Callable[[int], int] | None = None,
+                 heap_free: Callable[[], int] | None = None) -> tuple[HeapTrim | None, dict[str, Any]]:
     """What a stage calls after each chunk compute to give the heap's free pages back
-    (module docstring), or None; and ``{"applied", "why"}`` for the record.
-    ``malloc_trim`` replaces the C library's (tests)."""
-    if not enabled:
-        return None, {"applied": False, "why": "off (train.host_heap_trim = false)"}
+    where it holds more than ``limit_mib`` MiB free (module docstring), or None; and
+    ``{"applied", "limit_mib", "why"}`` for the record. ``malloc_trim`` and
+    ``heap_free`` replace the C library's (tests)."""
+    state: dict[str, Any] = {"applied": False, "limit_mib": int(limit_mib)}
+    if limit_mib <= 0:
+        return None, {**state, "why": "off (train.host_heap_trim_mib = 0)"}
     if mode not in STAGE_MODES:
-        return None, {"applied": False, "why": f"{mode} mode has no chunk computes (pipeline and hybrid stages only)"}
+        return None, {**state, "why": f"{mode} mode has no chunk computes (pipeline and hybrid stages only)"}
     if device_type != "cpu":
-        return None, {"applied": False, "why": f"the stage's tensors are in {device_type} memory, not the host heap"}
+        return None, {**state, "why": f"the stage's tensors are in {device_type} memory, not the host heap"}
     if host_heap_mib > 0:
-        return None, {"applied": False, "why": "train.host_heap_mib > 0 keeps the heap's freed pages"}
-    fn = _libc_malloc_trim() if malloc_trim is None else malloc_trim
-    if fn is None:
-        return None, {"applied": False, "why": "this C library has no malloc_trim"}
-    trim = fn
-
-    def trim_heap() -> None:
-        trim(0)
-
-    return trim_heap, {"applied": True, "why": "malloc_trim(0) after each chunk's forward and backward"}
+        return None, {**state, "why": "train.host_heap_mib > 0 keeps the heap's freed pages"}
+    trim = _libc_malloc_trim() if malloc_trim is None else malloc_trim
+    free = _libc_heap_free() if heap_free is None else heap_free
+    if trim is None or free is None:
+        return None, {**state, "why": "this C library has no malloc_trim and mallinfo2 (glibc 2.33 or later)"}
+    return HeapTrim(int(limit_mib) << 20, trim, free), {
+        **state, "applied": True,
+        "why": f"malloc_trim(0) after a chunk's forward or backward where the heap then holds more than "
+               f"{int(limit_mib)} MiB free"}
 
 
 def tune_host_heap(mib: int, *, mallopt: Callable[[int, int], int] | None = None) -> dict[str, Any]:

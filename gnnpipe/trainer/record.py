@@ -172,7 +172,9 @@ RECORD_FIELDS: tuple[Field, ...] = (
           keys=("hostname", "platform", "cpu_cores", "python", "torch", "gnnpipe", "device", "dist_backend")),
     Field("wall_time_s", "float", "total wall time of the run, loading and evaluation included"),
     Field("extra", "object", "mode-specific measured figures; `startup` (where the time to the first epoch "
-          "went) and `host_heap` (what `train.host_heap_mib` did in the workers) in every mode"),
+          "went), `host_heap` (what `train.host_heap_mib` did in the workers) and `host_heap_trim` "
+          "(whether the stages trim their heap, with `train.host_heap_trim_mib`, and each rank's trims) "
+          "in every mode"),
     Field("plan", "object or null", "what the planner chose when `parallel.mode` or `parallel.chunks` "
           "was `auto` (`python -m gnnpipe.plan`): {keys}; `chosen` and each candidate carry the layout "
           "and its PREDICTED bytes per epoch, peak memory per worker and epoch time (compute, comm, "

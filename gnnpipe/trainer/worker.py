@@ -119,7 +119,7 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
     if rank == 0 and tc.host_heap_mib:
         logger.info("host heap: %s", f"thresholds at {tc.host_heap_mib} MiB" if host_heap["applied"]
                     else f"left as it is ({host_heap['why']})")
-    heap_trim, heap_trim_state = heap_trimmer(tc.host_heap_trim, mode=layout.mode, device_type=device.type,
+    heap_trim, heap_trim_state = heap_trimmer(tc.host_heap_trim_mib, mode=layout.mode, device_type=device.type,
                                               host_heap_mib=tc.host_heap_mib)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -163,6 +163,9 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
                             describe_rank=lambda r: _describe_rank(layout, r),
                             has_validation=bool(graph.val_mask.any()))
     memory = comm.all_gather_object(measure_peak_memory(device, rank=rank))
+    trims = comm.all_gather_object(heap_trim.trims if heap_trim is not None else None)
+    if heap_trim is not None:
+        heap_trim_state = {**heap_trim_state, "trims": trims}  # per rank
     spawn_s = t_joined - job.startup["launch_unix_s"] if "launch_unix_s" in job.startup else 0.0
     history_s = 0.0 if resume_state is not None else float(start["time_s"])  # a resume restores the history
     slowest = comm.all_reduce_control([spawn_s, build_s, history_s, resumed_s], "max")

@@ -1,5 +1,6 @@
-"""The executor maps every schedule action kind to one stage operation, and refuses
-anything else."""
+"""The executor maps every schedule action kind to one stage operation, refuses
+anything else, and calls its ``after_compute`` after each chunk's forward and backward
+and nowhere else."""
 
 from __future__ import annotations
 
@@ -18,3 +19,27 @@ def test_every_action_kind_has_a_handler():
 def test_an_unknown_action_is_refused():
     with pytest.raises(TypeError, match="schedule action: expected one of the kinds"):
         execute(None, [object()], None)  # type: ignore[arg-type]
+
+
+class _LoggingStage:
+    """A stage whose every operation appends its name to ``log``."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def __getattr__(self, name: str):
+        return lambda *args: self.log.append(name)
+
+
+def test_after_compute_runs_after_each_forward_and_backward_only():
+    log: list[str] = []
+    program = [sch.PostRecvBackward(stage=0, chunk=1, step=0), sch.Forward(stage=0, chunk=0, step=0),
+               sch.SendForward(stage=0, chunk=0, step=0), sch.Forward(stage=0, chunk=1, step=1),
+               sch.IdleForward(stage=0, step=2), sch.Backward(stage=0, chunk=1, step=0),
+               sch.SendBackward(stage=0, chunk=1, step=0), sch.Step(stage=0)]
+    execute(_LoggingStage(log), program, None, after_compute=lambda: log.append("trim"))  # type: ignore[arg-type]
+    assert log == ["post_recv_backward", "forward", "trim", "send_forward", "forward", "trim", "idle_forward",
+                   "backward", "trim", "send_backward", "step"]
+    log.clear()
+    execute(_LoggingStage(log), program, None)  # type: ignore[arg-type]
+    assert "trim" not in log and len(log) == len(program)

@@ -277,3 +277,42 @@ def test_pipeline_gradient_buffers_are_not_counted_where_they_borrow_a_slot(grap
     finally:
         stats.cuts[2] = cut
     assert small_lent == small_own > own
+
+
+def test_the_exchange_wait_is_interpolated_between_the_measured_gaps():
+    from gnnpipe.plan.costs import exchange_wait_s
+    from gnnpipe.plan.inputs import EXCHANGE_GAPS_S
+
+    prof = _profile().with_overrides(exchange_wait_short_s=1e-3, exchange_wait_long_s=2e-3)
+    g0, g1 = EXCHANGE_GAPS_S
+    assert exchange_wait_s(prof, 0.0) == 0.0
+    assert exchange_wait_s(prof, g0 / 2) == pytest.approx(0.5e-3)
+    assert exchange_wait_s(prof, g0) == pytest.approx(1e-3)
+    assert exchange_wait_s(prof, (g0 + g1) / 2) == pytest.approx(1.5e-3)
+    assert exchange_wait_s(prof, g1) == exchange_wait_s(prof, 10 * g1) == pytest.approx(2e-3)
+    assert exchange_wait_s(_profile(), g1) == 0.0  # a profile that measured none
+
+
+def test_blocking_exchanges_add_their_measured_wait_in_graph_and_hybrid_mode_only(graph):
+    # Graph mode: 2 (L - 1) blocking halo exchanges an epoch; hybrid with S = 1: those
+    # of each of a way's steps (C / W of them); pipeline mode posts its transfers ahead.
+    from gnnpipe.plan.costs import exchange_wait_s, predict_time
+
+    stats = graph_stats(graph)
+    L = 8
+    shape = _shape(stats, layers=L)
+    plain = _profile()
+    waits = plain.with_overrides(exchange_wait_short_s=1e-3, exchange_wait_long_s=2e-3)
+    layouts = {"graph": dict(workers=2, ways=2, stages=1, chunks=2, split=equal_split(L, 1)),
+               "hybrid": dict(workers=2, ways=2, stages=1, chunks=8, split=equal_split(L, 1)),
+               "pipeline": dict(workers=2, ways=1, stages=2, chunks=8, split=equal_split(L, 2))}
+    exchanges = {"graph": 2 * (L - 1), "hybrid": 2 * 4 * (L - 1), "pipeline": 0}
+    for mode, kw in layouts.items():
+        a = predict_time(plain, shape, stats, mode=mode, **kw)
+        b = predict_time(waits, shape, stats, mode=mode, **kw)
+        assert b.compute_s == a.compute_s
+        n = exchanges[mode]
+        added = n * exchange_wait_s(waits, a.compute_s / n) if n else 0.0
+        assert b.comm_s - a.comm_s == pytest.approx(added, rel=1e-9, abs=1e-15), mode
+        assert b.epoch_s - a.epoch_s == pytest.approx(added, rel=1e-9, abs=1e-15), mode
+        assert (added > 0) == (mode != "pipeline")
