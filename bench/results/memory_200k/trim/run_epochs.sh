@@ -1,12 +1,12 @@
 #!/bin/bash
 # Pipeline C = 8 on the 200k systems graph, 6 epochs (the later epochs past the
-# allocator's settling), without then with the trim, ROUNDS rounds, each run under
+# allocator's settling), without then with the trim (limit 0 then 256 MiB), ROUNDS rounds, each run under
 # GNU time (its .time file: the run's system time and minor page faults, the spawned
 # workers included, as they are waited for).
 # Usage: run_epochs.sh ROUNDS   (from the repository root; records land in this folder)
 A=$(pwd); O=bench/results/memory_200k/trim
 for r in $(seq 1 "${1:-2}"); do
-  for arm in off:--no-host-heap-trim on:--host-heap-trim; do
+  for arm in off:"--host-heap-trim-mib 0" on:"--host-heap-trim-mib 256"; do
     name=${arm%%:*}
     echo "load $(cut -d' ' -f1-3 /proc/loadavg) round $r $name"
     cd "$A" && OMP_NUM_THREADS=1 /usr/bin/time -v -o "$O/c8e6_${name}_$r.time" /work/main/.venv/bin/python -m gnnpipe.train \
