@@ -315,11 +315,12 @@ class TrainConfig(_Checked):
         "pages (mallopt), instead of mapping each large temporary afresh; 0 leaves glibc's thresholds. "
         "Faster where layer temporaries are tens of MB, at a higher peak (200k graph, graph mode: "
         "24.0 -> 13.5 s an epoch, 4.0 -> 6.8 GiB; bench/results/memory_200k/heap)"))
-    host_heap_trim_mib: int = field(default=256, metadata=_meta(
+    host_heap_trim_mib: int = field(default=0, metadata=_meta(
         "glibc hosts, pipeline and hybrid stages on the CPU: after a chunk's forward or backward, "
         "give the heap's free pages back to the system (malloc_trim) where it then holds more than "
-        "this many MiB free; 0: never. Not with host_heap_mib > 0. "
-        "(200k graph, pipeline C = 8: 7.4-7.8 -> 5.1-5.2 GiB per worker; bench/results/memory_200k/trim)"))
+        "this many MiB free; 0: never. Not with host_heap_mib > 0. Lower peak for more page faults "
+        "(200k graph, pipeline C = 8, 256: 7.5-7.7 -> 5.1-5.4 GiB per worker, epochs 1.36-1.41x as "
+        "long; bench/results/memory_200k/trim)"))
 
     def __post_init__(self) -> None:
         if isinstance(self.log_level, str):

@@ -22,19 +22,21 @@ in the environment (the user's settings stand); the returned state says which, a
 record keeps it (``extra.host_heap``). GPU tensors do not use this heap: there it only
 concerns host-side buffers.
 
-:func:`heap_trimmer` is the other side, on by default (``train.host_heap_trim_mib``): a
-pipeline or hybrid stage on the CPU calls ``malloc_trim(0)`` after a chunk's forward or
-backward where glibc's heap then holds more than that many MiB free (``mallinfo2``),
-which gives the pages of the heap's free blocks back to the system. A stage's saved
-tensors live in its arena, so what its heap holds between two chunk computes is free
-blocks, kept apart by small objects that outlive a chunk (autograd nodes, tensor
-headers) and so not reusable as one block; their pages had been most of the gap between
-a stage's peak and its live tensors (200k systems graph, GCN-32, C = 8: 7.4-7.8 against
-5.1-5.2 GiB per worker, bench/results/memory_200k/trim/). A trim costs the page faults
-of the temporaries the next chunk places in the given-back pages; where the heap holds
-little free (the dense graphs of ../shared/datasets: their chunks' temporaries are a
-few MB) that cost buys nothing, and a trim after every chunk compute made their epochs
-1.5-1.7x as long, hence the limit.
+:func:`heap_trimmer` is the other side, off by default (``train.host_heap_trim_mib``):
+a pipeline or hybrid stage on the CPU calls ``malloc_trim(0)`` after a chunk's forward
+or backward where glibc's heap then holds more than that many MiB free (``mallinfo2``,
+whether resident or not), which gives the pages of the heap's free blocks back to the
+system. A stage's saved tensors live in its arena, so what its heap holds between two
+chunk computes is free blocks, kept apart by small objects that outlive a chunk
+(autograd nodes, tensor headers) and so not reusable as one block; their pages are most
+of the gap between a stage's peak and its live tensors. The price is page faults: the
+next computes place their temporaries in blocks whose pages were given back. Measured
+on the 200k systems graph, GCN-32, C = 8 (bench/results/memory_200k/trim/, limit 256
+MiB, which trims after every chunk compute there): 5.13-5.39 against 7.40-7.80 GiB per
+worker, and epochs 4-6 of 6 1.36-1.41x as long (4-5x the minor page faults); at C = 2,
+3.70-4.05 against 4.03-4.23 GiB at the same epoch times. Where the heap holds less than
+the limit free (the dense graphs of ../shared/datasets at 256 MiB: no trim in 8 epochs)
+nothing is done; a trim after every chunk compute made their epochs 1.5-1.7x as long.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ run applies it in its spawned workers, records it, and computes the same values.
 train.host_heap_trim_mib: a CPU stage's trim calls malloc_trim(0) where the heap holds
 more than the limit free, or there is none and the record says why (off, not a stage
 mode, device memory, host_heap_mib > 0, no malloc_trim); the real call gives the pages
-of free blocks inside the heap back to the system; a run has it by default, records
+of free blocks inside the heap back to the system; a run has it when asked, records
 it and its trims, and computes the same values as without."""
 
 from __future__ import annotations
@@ -160,16 +160,17 @@ def _train(tmp_path: Path, name: str, *extra: str) -> dict:
 
 @pytest.mark.skipif(_libc_mallopt() is None, reason="this C library has no mallopt (glibc only)")
 def test_a_pipeline_run_applies_it_and_the_trim_in_its_workers_and_computes_the_same(tmp_path):
-    tuned = _train(tmp_path, "tuned", "--host-heap-mib", "64")
+    tuned = _train(tmp_path, "tuned", "--host-heap-mib", "64", "--host-heap-trim-mib", "256")
     plain = _train(tmp_path, "plain")
     assert tuned["extra"]["host_heap"] == {"mib": 64, "applied": True, "why": "mallopt"}
     assert plain["extra"]["host_heap"]["applied"] is False
     assert tuned["config"]["train"]["host_heap_mib"] == 64
     assert [e["loss"] for e in tuned["epochs"]] == [e["loss"] for e in plain["epochs"]]
-    # The trim: on by default, not with the thresholds raised; on a larger graph with a
+    # The trim: off by default, not with the thresholds raised; on a larger graph with a
     # limit of 1 MiB after every chunk compute (its temporaries are 5 MB), computing the
     # same values as without it.
-    assert plain["extra"]["host_heap_trim"]["applied"] is True
+    assert plain["extra"]["host_heap_trim"] == {"applied": False, "limit_mib": 0,
+                                                "why": "off (train.host_heap_trim_mib = 0)"}
     assert tuned["extra"]["host_heap_trim"] == {"applied": False, "limit_mib": 256,
                                                 "why": "train.host_heap_mib > 0 keeps the heap's freed pages"}
     larger = ("--data-option", "num_nodes=20000", "--hidden", "64")
