@@ -5,8 +5,7 @@ A few seconds in all: a dense matmul, one aggregation of a chunk through
 (whose time beyond its matmul and aggregation is the layer's per-row elementwise
 cost), the input projection (dense, and CSR when the features are sparse), a tiny
 layer call (the fixed cost of one call), and the link between two processes (gloo
-ping-pong, and the extra wait of a blocking exchange after both computed; skipped when
-the link is given). Each kernel runs forward + backward; the
+ping-pong; skipped when the link is given). Each kernel runs forward + backward; the
 fastest of a few repeats is kept (:func:`min_time_s`): the plan is for an otherwise
 idle machine, and a repeat is only ever slowed by what else runs, never sped up (the
 advice of Python's ``timeit``). Memory: the saved-for-backward values of one layer of
@@ -26,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from gnnpipe.plan.inputs import EXCHANGE_GAPS_S, HardwareProfile
+from gnnpipe.plan.inputs import HardwareProfile
 
 __all__ = ["calibrate", "median_time_s", "min_time_s", "stage_layer_kernel", "WORKER_OVERHEAD_BYTES"]
 
@@ -171,24 +170,21 @@ def _saved_halo_values(kind: str, hidden: int, saved_own: float, ops: Any, dev: 
     return max(extra, 0.0) / (4.0 * max(plan.num_halo, 1) * hidden)
 
 
-def _link(bytes_big: int = 4 << 20, exchange_reps: int = 100) -> tuple[float, float, float, int, float, float]:
+def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
     """Measured in two fresh processes (workers' twins): ``(link bytes/s, latency s,
-    contention, a bare worker's resident bytes, exchange wait short s, long s)``: a gloo
-    ping-pong, then one stage layer's work (:func:`_stage_layer`) timed on one process
-    alone and on both at once (``contention`` = both / alone: what sharing the node's
-    cores and memory bandwidth costs each worker), then the mean time of a blocking
-    exchange (:func:`_exchange_s`) after :data:`EXCHANGE_GAPS_S` of compute on both,
-    less that after none: the exchange waits of the profile."""
+    contention, a bare worker's resident bytes)``: a gloo ping-pong, then one stage
+    layer's work (:func:`_stage_layer`) timed on one process alone and on both at once
+    (``contention`` = both / alone: what sharing the node's cores and memory bandwidth
+    costs each worker)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         q = ctx.Queue()
-        procs = [ctx.Process(target=_ping, args=(r, os.path.join(tmp, "store"), bytes_big, exchange_reps, q))
-                 for r in (0, 1)]
+        procs = [ctx.Process(target=_ping, args=(r, os.path.join(tmp, "store"), bytes_big, q)) for r in (0, 1)]
         for p in procs:
             p.start()
-        result = q.get(timeout=180)
+        result = q.get(timeout=120)
         for p in procs:
             p.join(timeout=30)
     return result
@@ -230,32 +226,7 @@ def _stage_layer(num_nodes: int = 4000, chunks: int = 4) -> Callable[[], None]:
     return stage_layer_kernel(chunk_graph(g, chunks, method="metis", seed=0, cache=False).plans, num_nodes)
 
 
-def _exchange_s(gap_s: float, reps: int, peer: int) -> float:  # pragma: no cover - child process
-    """Mean seconds of one blocking exchange (a batched send + receive of 160 rows x 100
-    float32, the size of a hybrid halo message on the dense graphs) with ``peer``,
-    each after ``gap_s`` of dense matmul on this process (its peer does the same)."""
-    import torch.distributed as dist
-
-    a = torch.randn(128, 128)
-    t0 = time.perf_counter()
-    for _ in range(50):
-        a @ a
-    per_s = 50 / max(time.perf_counter() - t0, 1e-9)
-    send, recv = torch.randn(160, 100), torch.empty(160, 100)
-    n_mm, total = int(round(gap_s * per_s)), 0.0
-    dist.barrier()
-    for i in range(reps + 5):
-        for _ in range(n_mm):
-            a @ a
-        t1 = time.perf_counter()
-        for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, recv, peer)]):
-            w.wait()
-        if i >= 5:  # the first few: warm-up
-            total += time.perf_counter() - t1
-    return total / reps
-
-
-def _ping(rank: int, store: str, nbytes: int, exchange_reps: int, q: Any) -> None:  # pragma: no cover - child process
+def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cover - child process
     import torch.distributed as dist
 
     import gnnpipe.engine.stage  # noqa: F401 - a worker's imports, for its resident size
@@ -286,10 +257,8 @@ def _ping(rank: int, store: str, nbytes: int, exchange_reps: int, q: Any) -> Non
     alone = min_time_s(kernel, 9) if rank == 0 else 0.0
     dist.barrier()
     both = min_time_s(kernel, 9)
-    idle = _exchange_s(0.0, exchange_reps, 1 - rank)
-    waits = [max(_exchange_s(gap, exchange_reps, 1 - rank) - idle, 0.0) for gap in EXCHANGE_GAPS_S]
     if rank == 0:
-        q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss, *waits))
+        q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -374,9 +343,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         speedup = statistics.median(one_thread[k] for k in kinds[:2]) / all_cores
     finally:
         torch.set_num_threads(before)
-    # A given link: no twins, so neither contention nor the exchange waits are measured.
-    bw, lat, contention, rss, wait_short, wait_long = ((*link, 1.0, DEFAULT_RSS_BYTES, 0.0, 0.0)
-                                                       if link is not None else _link())
+    bw, lat, contention, rss = (*link, 1.0, DEFAULT_RSS_BYTES) if link is not None else _link()
     runtime = rss + WORKER_OVERHEAD_BYTES
     total = device_memory_bytes
     if total is None:
@@ -385,9 +352,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     profile = HardwareProfile(
         device=dev.type, threads=threads, device_memory_bytes=int(total), link_bytes_per_s=float(bw),
         link_latency_s=float(lat), runtime_bytes=int(runtime) if dev.type == "cpu" else 0,
-        single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu",
-        exchange_wait_short_s=float(wait_short), exchange_wait_long_s=float(wait_long),
-        layer_row_s_per_value=rows, saved_values_per_row=saved,
+        single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu", layer_row_s_per_value=rows, saved_values_per_row=saved,
         saved_halo_values_per_row=saved_halo,
         source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f})", **figures)
     logger.info("calibrated: %s", profile)

@@ -17,9 +17,7 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   each of the node's workers computing at once);
 * ``graph``: the slowest worker's own rows (its encode also covers its halo rows,
   X being replicated), plus the halo exchange of layers 2..L forward and backward
-  (``latency x peers + bytes / bandwidth`` each, and the measured wait of a blocking
-  exchange between busy workers, :func:`exchange_wait_s`) and the weight all-reduce
-  (ring);
+  (``latency x peers + bytes / bandwidth`` each) and the weight all-reduce (ring);
 * ``pipeline``/``hybrid``: per stage the sum over its way's chunks, stage 0's with the
   encode (projected group by group as chunks first read the rows:
   :mod:`gnnpipe.engine.encode_groups`; sparse features whole, before the first
@@ -28,10 +26,8 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   for stages after the first also the encode
   of the first chunk's rows (forward before anything flows, backward after the last
   chunk: nothing else can run then); + the fill/drain transfers and a latency per
-  chunk receive; hybrid adds the per-step halo exchange between ways (each a blocking
-  exchange: link time + :func:`exchange_wait_s`) and the all-reduce over the ways. A
-  stage's chunk transfers are posted ahead and wait for nothing but their data, so they
-  carry no exchange wait. ``bubble = epoch - compute - comm``.
+  chunk receive; hybrid adds the per-step halo exchange between ways and the
+  all-reduce over the ways. ``bubble = epoch - compute - comm``.
 * ``pipeline`` with ``--cross-epoch-chunks K`` (:mod:`gnnpipe.engine.cross_epoch`):
   the stages before the last ran the first K chunks' forward at the previous turn, so
   ``min(K, S-1) / (S-1)`` of the fill is hidden; stage 0 encodes a second time (with
@@ -72,10 +68,9 @@ from typing import Any
 
 from gnnpipe.engine.grad_buffers import lendable
 from gnnpipe.engine.layout import stage_layer_ranges
-from gnnpipe.plan.inputs import EXCHANGE_GAPS_S, GraphStats, HardwareProfile
+from gnnpipe.plan.inputs import GraphStats, HardwareProfile
 
-__all__ = ["ModelShape", "TimeParts", "exchange_wait_s", "predict_time", "predict_memory", "TRANSIENT_ROWS",
-           "layer_costs"]
+__all__ = ["ModelShape", "TimeParts", "predict_time", "predict_memory", "TRANSIENT_ROWS", "layer_costs"]
 
 #: Rows of width H (times the rows a worker computes at once) alive besides the saved
 #: activations at the peak: the output gradient, the input gradient and the
@@ -197,18 +192,6 @@ def _msg_s(p: HardwareProfile, nbytes: float) -> float:
     return p.link_latency_s + nbytes / p.link_bytes_per_s
 
 
-def exchange_wait_s(p: HardwareProfile, gap_s: float) -> float:
-    """Seconds a blocking exchange waits beyond its link time when both workers
-    computed ``gap_s`` since their last one: the profile's measured waits after
-    ``EXCHANGE_GAPS_S``, linear between them and from 0 at no compute, held beyond the
-    longer (measured: 0.9-1.3 ms after 1 ms, 1.7-2.2 ms after 4 ms on this 2-core
-    machine, bench/results/exchange_wait.json)."""
-    (g0, g1), (w0, w1) = EXCHANGE_GAPS_S, (p.exchange_wait_short_s, p.exchange_wait_long_s)
-    if gap_s <= g0:
-        return w0 * max(gap_s, 0.0) / g0
-    return w0 + (w1 - w0) * min((gap_s - g0) / (g1 - g0), 1.0)
-
-
 def _allreduce_s(p: HardwareProfile, ranks: int, params: int) -> float:
     if ranks <= 1:
         return 0.0
@@ -264,8 +247,7 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
             peers = workers - 1
             comm.append(sum(2 * (peers * p.link_latency_s + halo * m.dims[l - 1] * _E / p.link_bytes_per_s)
                             for l in range(2, L + 1)) + _allreduce_s(p, workers, m.num_params))
-        c, exchanges = max(comp), 2 * (L - 1)  # blocking: forward and backward of layers 2..L
-        w = max(comm) + exchanges * exchange_wait_s(p, c / max(exchanges, 1))
+        c, w = max(comp), max(comm)
         return TimeParts(c + w, c, w, 0.0)
     cut = g.cut(chunks)
     from gnnpipe.engine.schedule import way_blocks
@@ -310,12 +292,8 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
         if ways > 1:
             per_step = sum(2 * _msg_s(p, way_halo_rows / ways / nk * m.dims[l - 1] * _E)
                            for s, (a, b) in enumerate(ranges) for l in range(max(a, 2), b + 1))
-            # A stage's blocking exchanges an epoch (forward and backward of each of its
-            # layers after the first, every step), the compute between two of them.
-            exchanges = 2 * nk * sum(max(b - max(a, 2) + 1, 0) for a, b in ranges) / stages
             comm += nk * per_step / stages + max(_allreduce_s(p, ways, _stage_params(m, split, s))
                                                  for s in range(stages))
-            comm += exchanges * exchange_wait_s(p, max(work) / max(exchanges, 1.0))
         comm += p.link_latency_s  # the loss all-reduce
         epoch = path + comm
         compute = max(work)

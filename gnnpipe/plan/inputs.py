@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from gnnpipe.errors import ConfigError
 
-__all__ = ["CutStats", "EXCHANGE_GAPS_S", "GraphStats", "HardwareProfile", "estimate_cut", "graph_stats", "stats_only",
+__all__ = ["CutStats", "GraphStats", "HardwareProfile", "estimate_cut", "graph_stats", "stats_only",
            "read_profile", "write_profile"]
 
 
@@ -204,12 +204,6 @@ def graph_stats(graph: Any, *, method: str = "metis", seed: int = 0) -> GraphSta
                       chunked_of=chunked_of)
 
 
-#: Seconds of compute before the exchanges ``HardwareProfile.exchange_wait_short_s`` and
-#: ``exchange_wait_long_s`` are measured after: about one chunk-layer (hybrid mode) and
-#: one whole layer (graph mode) on the dense graphs of ../shared/datasets at one thread.
-EXCHANGE_GAPS_S = (0.001, 0.004)
-
-
 @dataclass(frozen=True)
 class HardwareProfile:
     """What one worker's device does per unit of work, and its link.
@@ -239,12 +233,7 @@ class HardwareProfile:
     input rows where a layer keeps them); ``runtime_bytes`` a worker's memory before any graph data (CPU: the
     process with torch loaded; CUDA: the allocator's count, 0); ``device_memory_bytes``
     the device's memory, split evenly between the workers of a node when
-    ``shared_memory`` (CPU: the node's RAM); ``link_bytes_per_s`` / ``link_latency_s`` between workers;
-    ``exchange_wait_short_s`` / ``exchange_wait_long_s`` how much longer one blocking
-    exchange takes between two workers that each computed ``EXCHANGE_GAPS_S[0]`` /
-    ``[1]`` seconds before it than between idle ones (their compute does not end at the
-    same instant, and on a node whose cores the workers fill, the woken receiver waits
-    for a core; 0: not measured).
+    ``shared_memory`` (CPU: the node's RAM); ``link_bytes_per_s`` / ``link_latency_s`` between workers.
     """
 
     device: str
@@ -267,8 +256,6 @@ class HardwareProfile:
     saved_values_per_row: dict[str, float] = field(default_factory=dict)
     saved_halo_values_per_row: dict[str, float] = field(default_factory=dict)
     shared_memory: bool = False
-    exchange_wait_short_s: float = 0.0
-    exchange_wait_long_s: float = 0.0
     source: str = "measured"
 
     def row_cost(self, model: str) -> float:

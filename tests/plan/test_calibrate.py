@@ -52,14 +52,13 @@ def test_saved_values_of_halo_rows_are_counted_on_a_chunk_with_halo():
 def test_the_twin_processes_measure_the_link_and_a_stage_layers_contention():
     """Two real gloo processes: a ping-pong (bandwidth, latency), one stage layer's
     work over the chunks of a synthetic graph alone and on both at once (contention:
-    their ratio, about 1 where the two workers do not slow each other), a bare
-    worker's resident size, and what a blocking exchange waits after both computed."""
+    their ratio, about 1 where the two workers do not slow each other), and a bare
+    worker's resident size."""
     from gnnpipe.plan.calibrate import _link, _stage_layer
 
     layer = _stage_layer(num_nodes=600, chunks=3)
     layer()  # forward and backward over every chunk, in this process too
-    bw, lat, contention, rss, wait_short, wait_long = _link(bytes_big=1 << 20, exchange_reps=20)
+    bw, lat, contention, rss = _link(bytes_big=1 << 20)
     assert bw > 1e6 and 0 < lat < 0.1
     assert 0.5 < contention < 4.0
     assert rss > 50 * 2**20  # torch and gnnpipe imported
-    assert 0 <= wait_short < 0.1 and 0 <= wait_long < 0.1  # beyond an idle exchange, per exchange
