@@ -319,7 +319,7 @@ class TrainConfig(_Checked):
         "glibc hosts, pipeline and hybrid stages on the CPU: after a chunk's forward or backward, "
         "give the heap's free pages back to the system (malloc_trim) where it then holds more than "
         "this many MiB free; 0: never. Not with host_heap_mib > 0. Lower peak for more page faults "
-        "(200k graph, pipeline C = 8, 256: 7.5-7.7 -> 5.1-5.4 GiB per worker, epochs 1.36-1.41x as "
+        "(200k graph, pipeline C = 8, 256: 7.4-7.8 -> 5.1-5.4 GiB per worker, epochs 1.36-1.41x as "
         "long; bench/results/memory_200k/trim)"))
 
     def __post_init__(self) -> None:

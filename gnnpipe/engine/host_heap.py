@@ -31,12 +31,13 @@ chunk computes is free blocks, kept apart by small objects that outlive a chunk
 (autograd nodes, tensor headers) and so not reusable as one block; their pages are most
 of the gap between a stage's peak and its live tensors. The price is page faults: the
 next computes place their temporaries in blocks whose pages were given back. Measured
-on the 200k systems graph, GCN-32, C = 8 (bench/results/memory_200k/trim/, limit 256
-MiB, which trims after every chunk compute there): 5.13-5.39 against 7.40-7.80 GiB per
-worker, and epochs 4-6 of 6 1.36-1.41x as long (4-5x the minor page faults); at C = 2,
-3.70-4.05 against 4.03-4.23 GiB at the same epoch times. Where the heap holds less than
-the limit free (the dense graphs of ../shared/datasets at 256 MiB: no trim in 8 epochs)
-nothing is done; a trim after every chunk compute made their epochs 1.5-1.7x as long.
+on the 200k systems graph, GCN-32, C = 8 (bench/results/memory_200k/trim/; a limit of
+256 MiB trims after every chunk compute there): 5.11-5.39 against 7.40-7.80 GiB per
+worker, and epochs 4-6 of 6 1.36-1.41x as long (4.9-5.7x the minor page faults); at
+C = 2, 3.70-4.05 against 4.03-4.23 GiB, third epochs no slower. Where the heap holds
+less than the limit free (the dense graphs of ../shared/datasets at 256 MiB: no trim in
+8 epochs) nothing is done; a trim after every chunk compute made their epochs 1.5-1.9x
+as long.
 """
 
 from __future__ import annotations
