@@ -47,7 +47,8 @@ import ctypes.util
 import os
 from typing import Any, Callable
 
-__all__ = ["tune_host_heap", "heap_trimmer", "HeapTrim", "STAGE_MODES", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD", "M_TRIM_THRESHOLD"]
+__all__ = ["tune_host_heap", "heap_trimmer", "HeapTrim", "STAGE_MODES", "GLIBC_VARIABLES", "M_MMAP_THRESHOLD",
+           "M_TRIM_THRESHOLD"]
 
 #: ``mallopt`` parameters (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
