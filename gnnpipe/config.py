@@ -317,8 +317,8 @@ class TrainConfig(_Checked):
         "24.0 -> 13.5 s an epoch, 4.0 -> 6.8 GiB; bench/results/memory_200k/heap)"))
     host_heap_trim_mib: int = field(default=0, metadata=_meta(
         "glibc hosts, pipeline and hybrid stages on the CPU: after a chunk's forward or backward, "
-        "give the heap's free pages back to the system (malloc_trim) where it then holds more than "
-        "this many MiB free; 0: never. Not with host_heap_mib > 0. Lower peak for more page faults "
+        "give the heap's free pages back to the system (malloc_trim) where the worker's resident set "
+        "is then above this many MiB; 0: never. Not with host_heap_mib > 0. Lower peak for more page faults "
         "(200k graph, pipeline C = 8, 256: 7.4-7.8 -> 5.1-5.4 GiB per worker, epochs 1.36-1.41x as "
         "long; bench/results/memory_200k/trim)"))
 

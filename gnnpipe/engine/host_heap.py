@@ -24,9 +24,9 @@ concerns host-side buffers.
 
 :func:`heap_trimmer` is the other side, off by default (``train.host_heap_trim_mib``):
 a pipeline or hybrid stage on the CPU calls ``malloc_trim(0)`` after a chunk's forward
-or backward where glibc's heap then holds more than that many MiB free (``mallinfo2``,
-whether resident or not), which gives the pages of the heap's free blocks back to the
-system. A stage's saved tensors live in its arena, so what its heap holds between two
+or backward where the worker's resident set is then above that many MiB, which gives
+the pages of the heap's free blocks back to the system: a cap on the resident set
+rather than a rule to trim (the set may pass it during one chunk compute). A stage's saved tensors live in its arena, so what its heap holds between two
 chunk computes is free blocks, kept apart by small objects that outlive a chunk
 (autograd nodes, tensor headers) and so not reusable as one block; their pages are most
 of the gap between a stage's peak and its live tensors. The price is page faults: the
@@ -75,20 +75,18 @@ def _libc_malloc_trim() -> Callable[[int], int] | None:
     return fn  # type: ignore[no-any-return]
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
-def _libc_heap_free() -> Callable[[], int] | None:
-    """Bytes free in the heap's blocks (``mallinfo2().fordblks``, glibc 2.33 or later:
-    resident or not), or None where the C library has no ``mallinfo2``."""
-    try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
-    except (OSError, AttributeError):
+def _resident_bytes() -> Callable[[], int] | None:
+    """This process's resident set in bytes (``/proc/self/statm``, Linux), or None where
+    there is no such file."""
+    if not os.path.exists("/proc/self/statm"):
         return None
-    fn.argtypes, fn.restype = [], _MallInfo2
-    return lambda: int(fn().fordblks)
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def resident() -> int:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * page
+
+    return resident
 
 
 #: The modes whose workers run chunk computes (pipeline stages).
@@ -96,26 +94,26 @@ STAGE_MODES = ("pipeline", "hybrid")
 
 
 class HeapTrim:
-    """Called after each chunk compute: ``malloc_trim(0)`` where the heap then holds
-    more than ``limit_bytes`` free. ``trims`` counts the trims done."""
+    """Called after each chunk compute: ``malloc_trim(0)`` where the worker's resident
+    set is then above ``limit_bytes``. ``trims`` counts the trims done."""
 
-    def __init__(self, limit_bytes: int, malloc_trim: Callable[[int], int], heap_free: Callable[[], int]) -> None:
-        self.limit_bytes, self._trim, self._free = int(limit_bytes), malloc_trim, heap_free
+    def __init__(self, limit_bytes: int, malloc_trim: Callable[[int], int], resident: Callable[[], int]) -> None:
+        self.limit_bytes, self._trim, self._resident = int(limit_bytes), malloc_trim, resident
         self.trims = 0
 
     def __call__(self) -> None:
-        if self._free() > self.limit_bytes:
+        if self._resident() > self.limit_bytes:
             self._trim(0)
             self.trims += 1
 
 
 def heap_trimmer(limit_mib: int, *, mode: str, device_type: str, host_heap_mib: int,
                  malloc_trim: Callable[[int], int] | None = None,
-                 heap_free: Callable[[], int] | None = None) -> tuple[HeapTrim | None, dict[str, Any]]:
+                 resident: Callable[[], int] | None = None) -> tuple[HeapTrim | None, dict[str, Any]]:
     """What a stage calls after each chunk compute to give the heap's free pages back
-    where it holds more than ``limit_mib`` MiB free (module docstring), or None; and
-    ``{"applied", "limit_mib", "why"}`` for the record. ``malloc_trim`` and
-    ``heap_free`` replace the C library's (tests)."""
+    where the worker's resident set is above ``limit_mib`` MiB (module docstring), or
+    None; and ``{"applied", "limit_mib", "why"}`` for the record. ``malloc_trim`` and
+    ``resident`` replace the C library's and ``/proc``'s (tests)."""
     state: dict[str, Any] = {"applied": False, "limit_mib": int(limit_mib)}
     if limit_mib <= 0:
         return None, {**state, "why": "off (train.host_heap_trim_mib = 0)"}
@@ -126,13 +124,13 @@ def heap_trimmer(limit_mib: int, *, mode: str, device_type: str, host_heap_mib: 
     if host_heap_mib > 0:
         return None, {**state, "why": "train.host_heap_mib > 0 keeps the heap's freed pages"}
     trim = _libc_malloc_trim() if malloc_trim is None else malloc_trim
-    free = _libc_heap_free() if heap_free is None else heap_free
-    if trim is None or free is None:
-        return None, {**state, "why": "this C library has no malloc_trim and mallinfo2 (glibc 2.33 or later)"}
-    return HeapTrim(int(limit_mib) << 20, trim, free), {
+    rss = _resident_bytes() if resident is None else resident
+    if trim is None or rss is None:
+        return None, {**state, "why": "no malloc_trim (glibc) or no /proc/self/statm (Linux) here"}
+    return HeapTrim(int(limit_mib) << 20, trim, rss), {
         **state, "applied": True,
-        "why": f"malloc_trim(0) after a chunk's forward or backward where the heap then holds more than "
-               f"{int(limit_mib)} MiB free"}
+        "why": f"malloc_trim(0) after a chunk's forward or backward where the worker's resident set is then "
+               f"above {int(limit_mib)} MiB"}
 
 
 def tune_host_heap(mib: int, *, mallopt: Callable[[int, int], int] | None = None) -> dict[str, Any]:

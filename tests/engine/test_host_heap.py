@@ -2,8 +2,8 @@
 says why it did not (off, the user's own glibc variables, no mallopt, refused); a real
 run applies it in its spawned workers, records it, and computes the same values.
 
-train.host_heap_trim_mib: a CPU stage's trim calls malloc_trim(0) where the heap holds
-more than the limit free, or there is none and the record says why (off, not a stage
+train.host_heap_trim_mib: a CPU stage's trim calls malloc_trim(0) where the worker's
+resident set is above the limit, or there is none and the record says why (off, not a stage
 mode, device memory, host_heap_mib > 0, no malloc_trim); the real call gives the pages
 of free blocks inside the heap back to the system; a run has it when asked, records
 it and its trims, and computes the same values as without."""
@@ -70,9 +70,9 @@ def test_the_size_is_checked_at_the_config():
             TrainConfig(host_heap_mib=bad)
 
 
-def test_a_cpu_stage_trims_where_the_heap_holds_more_than_the_limit_free_and_otherwise_says_why_not(monkeypatch):
+def test_a_cpu_stage_trims_where_its_resident_set_is_above_the_limit_and_otherwise_says_why_not(monkeypatch):
     calls: list[int] = []
-    free = [300 << 20]
+    rss = [300 << 20]  # the worker's resident set, bytes
 
     def rec(pad: int) -> int:
         calls.append(pad)
@@ -80,26 +80,26 @@ def test_a_cpu_stage_trims_where_the_heap_holds_more_than_the_limit_free_and_oth
 
     for mode in ("pipeline", "hybrid"):
         trim, state = heap_trimmer(256, mode=mode, device_type="cpu", host_heap_mib=0, malloc_trim=rec,
-                                   heap_free=lambda: free[0])
+                                   resident=lambda: rss[0])
         assert state["applied"] is True and state["limit_mib"] == 256 and trim is not None
         trim()
         assert calls == [0] and trim.trims == 1
-        free[0] = 256 << 20  # not more than the limit: no trim
+        rss[0] = 256 << 20  # not more than the limit: no trim
         trim()
         assert calls == [0] and trim.trims == 1
         calls.clear()
-        free[0] = 300 << 20
+        rss[0] = 300 << 20
     cases = [((0, "pipeline", "cpu", 0), "off"), ((256, "graph", "cpu", 0), "graph mode has no chunk"),
              ((256, "single", "cpu", 0), "single mode"), ((256, "pipeline", "cuda", 0), "cuda memory"),
              ((256, "hybrid", "cpu", 64), "host_heap_mib > 0")]
     for (limit, mode, device_type, mib), why in cases:
         trim, state = heap_trimmer(limit, mode=mode, device_type=device_type, host_heap_mib=mib, malloc_trim=rec,
-                                   heap_free=lambda: free[0])
+                                   resident=lambda: rss[0])
         assert trim is None and state["applied"] is False and why in state["why"]
     assert calls == []
     monkeypatch.setattr(host_heap, "_libc_malloc_trim", lambda: None)  # a C library without it
     trim, state = heap_trimmer(256, mode="pipeline", device_type="cpu", host_heap_mib=0)
-    assert trim is None and "no malloc_trim and mallinfo2" in state["why"]
+    assert trim is None and "no malloc_trim" in state["why"]
 
 
 def test_the_size_limit_is_checked_at_the_config():
@@ -166,9 +166,9 @@ def test_a_pipeline_run_applies_it_and_the_trim_in_its_workers_and_computes_the_
     assert plain["extra"]["host_heap"]["applied"] is False
     assert tuned["config"]["train"]["host_heap_mib"] == 64
     assert [e["loss"] for e in tuned["epochs"]] == [e["loss"] for e in plain["epochs"]]
-    # The trim: off by default, not with the thresholds raised; on a larger graph with a
-    # limit of 1 MiB after every chunk compute (its temporaries are 5 MB), computing the
-    # same values as without it.
+    # The trim: off by default, not with the thresholds raised; with a limit of 1 MiB
+    # after every chunk compute (a worker's resident set is far above it), computing
+    # the same values as without it.
     assert plain["extra"]["host_heap_trim"] == {"applied": False, "limit_mib": 0,
                                                 "why": "off (train.host_heap_trim_mib = 0)"}
     assert tuned["extra"]["host_heap_trim"] == {"applied": False, "limit_mib": 256,
