@@ -3,9 +3,9 @@
 # compute where the worker's resident set is above N MiB): pipeline C = 8 on the 200k
 # systems graph, 6 epochs, N = 0 (off) against the caps given, alternating, ROUNDS
 # rounds, each run under GNU time (.time: system time, minor page faults).
-# Usage: run_cap.sh ROUNDS CAP_MIB...   (from the repository root; records land here)
-A=$(pwd); O=bench/results/memory_200k/trim; rounds=$1; shift
-for r in $(seq 1 "$rounds"); do
+# Usage: [FIRST_ROUND=K] run_cap.sh ROUNDS CAP_MIB...   (from the repository root; records land here)
+A=$(pwd); O=bench/results/memory_200k/trim; first=${FIRST_ROUND:-1}; rounds=$1; shift
+for r in $(seq "$first" "$rounds"); do
   for cap in 0 "$@"; do
     echo "load $(cut -d' ' -f1-3 /proc/loadavg) round $r cap $cap"
     cd "$A" && OMP_NUM_THREADS=1 /usr/bin/time -v -o "$O/cap${cap}_$r.time" /work/main/.venv/bin/python -m gnnpipe.train \
