@@ -318,9 +318,9 @@ class TrainConfig(_Checked):
     host_heap_trim_mib: int = field(default=0, metadata=_meta(
         "glibc hosts, pipeline and hybrid stages on the CPU: after a chunk's forward or backward, "
         "give the heap's free pages back to the system (malloc_trim) where the worker's resident set "
-        "is then above this many MiB; 0: never. Not with host_heap_mib > 0. Lower peak for more page faults "
-        "(200k graph, pipeline C = 8, 256: 7.4-7.8 -> 5.1-5.4 GiB per worker, epochs 1.36-1.41x as "
-        "long; bench/results/memory_200k/trim)"))
+        "is then above this many MiB (a cap, passed within one chunk compute); 0: never. Not with "
+        "host_heap_mib > 0. Lower peak for page faults (200k graph, pipeline C = 8: 6144 -> 6.4-6.6 "
+        "instead of 7.5-7.8 GiB per worker, 1.09-1.17x the epoch; bench/results/memory_200k/trim)"))
 
     def __post_init__(self) -> None:
         if isinstance(self.log_level, str):

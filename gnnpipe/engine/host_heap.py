@@ -26,18 +26,19 @@ concerns host-side buffers.
 a pipeline or hybrid stage on the CPU calls ``malloc_trim(0)`` after a chunk's forward
 or backward where the worker's resident set is then above that many MiB, which gives
 the pages of the heap's free blocks back to the system: a cap on the resident set
-rather than a rule to trim (the set may pass it during one chunk compute). A stage's saved tensors live in its arena, so what its heap holds between two
-chunk computes is free blocks, kept apart by small objects that outlive a chunk
-(autograd nodes, tensor headers) and so not reusable as one block; their pages are most
-of the gap between a stage's peak and its live tensors. The price is page faults: the
-next computes place their temporaries in blocks whose pages were given back. Measured
-on the 200k systems graph, GCN-32, C = 8 (bench/results/memory_200k/trim/; a limit of
-256 MiB trims after every chunk compute there): 5.11-5.39 against 7.40-7.80 GiB per
-worker, and epochs 4-6 of 6 1.36-1.41x as long (4.9-5.7x the minor page faults); at
-C = 2, 3.70-4.05 against 4.03-4.23 GiB, third epochs no slower. Where the heap holds
-less than the limit free (the dense graphs of ../shared/datasets at 256 MiB: no trim in
-8 epochs) nothing is done; a trim after every chunk compute made their epochs 1.5-1.9x
-as long.
+rather than a rule to trim (the set may pass it during one chunk compute). A stage's
+saved tensors live in its arena, so what its heap holds between two chunk computes is
+free blocks, kept apart by small objects that outlive a chunk (autograd nodes, tensor
+headers) and so not reusable as one block; their pages are most of the gap between a
+stage's peak and its live tensors. The price is page faults: after a trim, the next
+layers' temporaries land in free blocks whose pages were given back. Measured on the
+200k systems graph, GCN-32, C = 8, 6 epochs (bench/results/memory_200k/trim/, epochs 4-6
+against the same run without): a cap of 6144 MiB, 14-17 trims a worker, peak 6.43-6.57
+against 7.45-7.78 GiB for 1.09-1.17x the epoch; 5120 MiB, 52-55 trims, 5.69 / 5.78 GiB for
+1.44x; a trim after every chunk compute, 5.11-5.39 against 7.40-7.80 GiB for 1.36-1.41x
+(4.9-5.7x the minor page faults); at C = 2, 3.70-4.05 against 4.03-4.23 GiB, third epochs
+no slower. On the dense graphs of ../shared/datasets a worker's resident set is 0.6-0.7
+GiB; a trim after every chunk compute made their epochs 1.5-1.9x as long.
 """
 
 from __future__ import annotations
