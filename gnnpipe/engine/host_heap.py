@@ -58,27 +58,27 @@ GLIBC_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TU
 _INT_MAX = 2**31 - 1  # mallopt takes an int of bytes (train.host_heap_mib is at most 2047)
 
 
-def _libc_mallopt() -> Callable[[int, int], int] | None:
+def _libc_function(name: str, argtypes: list[Any]) -> Callable[..., int] | None:
+    """The C library's function ``name`` (int result), or None where it has none."""
     try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+        fn = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    fn.argtypes, fn.restype = argtypes, ctypes.c_int
     return fn  # type: ignore[no-any-return]
+
+
+def _libc_mallopt() -> Callable[[int, int], int] | None:
+    return _libc_function("mallopt", [ctypes.c_int, ctypes.c_int])
 
 
 def _libc_malloc_trim() -> Callable[[int], int] | None:
-    try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-    return fn  # type: ignore[no-any-return]
+    return _libc_function("malloc_trim", [ctypes.c_size_t])
 
 
 def _resident_bytes() -> Callable[[], int] | None:
-    """This process's resident set in bytes (``/proc/self/statm``, Linux), or None where
-    there is no such file."""
+    """This process's resident set in bytes (``/proc/self/statm``, Linux: one short line,
+    cheap enough to read after every chunk compute), or None where there is no such file."""
     if not os.path.exists("/proc/self/statm"):
         return None
     page = os.sysconf("SC_PAGE_SIZE")

@@ -162,8 +162,10 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
                             resume_state=resume_state, extra_state={"history_start": start},
                             describe_rank=lambda r: _describe_rank(layout, r),
                             has_validation=bool(graph.val_mask.any()))
-    memory = comm.all_gather_object(measure_peak_memory(device, rank=rank))
-    trims = comm.all_gather_object(heap_trim.trims if heap_trim is not None else None)
+    # Each rank's peak memory and heap trims, in one gather.
+    gathered = comm.all_gather_object((measure_peak_memory(device, rank=rank),
+                                       heap_trim.trims if heap_trim is not None else None))
+    memory, trims = [m for m, _ in gathered], [t for _, t in gathered]
     if heap_trim is not None:
         heap_trim_state = {**heap_trim_state, "trims": trims}  # per rank
     spawn_s = t_joined - job.startup["launch_unix_s"] if "launch_unix_s" in job.startup else 0.0
