@@ -68,6 +68,7 @@ from gnnpipe.engine.saved_arena import SavedArena
 from gnnpipe.engine.stage_buffers import StageBuffers
 from gnnpipe.engine.stage_autograd import (gather_rows, grad_or_zeros, saved_holder, share_saved_output, sunk_grad,
                                            unhold)
+from gnnpipe.models.layers import INPUT_DROPPED
 from gnnpipe.models.masks import EpochMasks, MaskRows
 from gnnpipe.models.objective import training_loss
 
@@ -319,26 +320,31 @@ class Stage:
         for i in range(self.a, self.b):
             l = i + 1
             layer = model.layers[i]
-            if l == 1:
-                # Stage 0, layer 1: reads encode(X) of every local row, all exact.
-                h_local, sink = gather_rows(self._h0(st, k).det, self.local_ids[k])
-            else:
+            if l > 1:
                 self._measure_drift(st, l, own, x_own)
                 self.B[l][own] = x_own
                 if out is not None:
                     shared += share_saved_output(saved, out, self.B[l][own])
                 if self.exchange is not None:
                     self.exchange.rows(self.B[l], st.orders, t, k, "halo_rows", st.timer.timed, self.foreign.get(l))
-                alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
-                if self.one_chunk_per_way:
-                    h_local, sink = gather_rows(self.B[l], self.own_ids[k],
-                                                extra=(self.foreign[l], self.foreign_ids[k]))
-                else:
-                    h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt)
             saved = []
             keep = self._keep(st, l, layer.input_dropout, self.dims[l - 1], self.local_ids[k])
+            # The layer's input dropout, applied in place as the rows are gathered (the
+            # same mask: drawn there as the layer would draw it, or the same mask rows).
+            drop = None
+            if layer.drops_input_rows and layer.training and layer.input_dropout > 0:
+                drop, keep = (layer.input_dropout, keep), INPUT_DROPPED
             weights = None if stash is None else module_stash(stash, f"layers.{i}")
             with torch.autograd.graph.saved_tensors_hooks(saved_holder(saved), unhold):
+                if l == 1:
+                    # Stage 0, layer 1: reads encode(X) of every local row, all exact.
+                    h_local, sink = gather_rows(self._h0(st, k).det, self.local_ids[k], drop=drop)
+                elif self.one_chunk_per_way:
+                    h_local, sink = gather_rows(self.B[l], self.own_ids[k],
+                                                extra=(self.foreign[l], self.foreign_ids[k]), drop=drop)
+                else:
+                    alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
+                    h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt, drop=drop)
                 out = call_with(layer, weights, h_local, ops, h0_k if layer.needs_h0 else None, keep)
             placed = self.arena.adopt(arena_key, saved, out)
             # The layer's largest slot: dead from this chunk's backward of the layer

@@ -33,6 +33,10 @@ __all__ = [
     "dropout",
     "dropout_scale",
     "masked_dropout",
+    "take_dropout_mask",
+    "dropout_mask_again",
+    "apply_mask_",
+    "INPUT_DROPPED",
     "scaled_weight",
     "GNNLayer",
     "GCNLayer",
@@ -66,36 +70,71 @@ class _Dropout(torch.autograd.Function):
     def forward(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,  # type: ignore[override]
                 generator: torch.Generator | None, scale: float) -> Tensor:
         ctx.scale = scale
-        ctx.mask_rows = None
-        if isinstance(keep, MaskRows):
-            # The full mask and the row ids outlive the backward anyway (the stage holds
-            # them): keep a reference, not a [rows, d] copy.
-            ctx.mask_rows = keep
-            return _masked(x, keep.gather(), scale)
-        ctx.packed = None
-        saved = keep
-        if keep is None:
-            packed = draw_packed(x.shape, p, generator=generator, device=x.device)
-            saved = keep = packed.unpack()
-            if packed.bits < 8:
-                # Fewer bytes than the bool mask (an eighth at p = 0.5): keep the words
-                # and unpack them again in backward. Only the words are saved (a stage
-                # moves saved tensors into its arena); ctx keeps what describes them.
-                ctx.packed = (packed.shape, packed.bits, packed.threshold)
-                saved = packed.words
-        ctx.save_for_backward(saved)
-        return _masked(x, keep, scale)
+        return _masked(x, take_dropout_mask(ctx, x, p, keep, generator), scale)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
-        if ctx.mask_rows is not None:
-            keep = ctx.mask_rows.gather()
-        elif ctx.packed is not None:
-            (words,) = ctx.saved_tensors
-            keep = PackedKeep(words, *ctx.packed).unpack()
-        else:
-            keep = ctx.saved_tensors[0]
-        return _masked(grad, keep, ctx.scale), None, None, None, None
+        return _masked(grad, dropout_mask_again(ctx), ctx.scale), None, None, None, None
+
+
+def take_dropout_mask(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,
+                      generator: torch.Generator | None) -> Tensor:
+    """The keep mask to apply to ``x`` in an autograd function's forward, recorded on
+    ``ctx`` for :func:`dropout_mask_again` in the fewest bytes: the rows of a larger
+    mask (:class:`MaskRows`: a reference, nothing saved), the random words of a mask
+    drawn here where ``p`` needs fewer than 8 bits an entry, else the bool mask (saved
+    with ``ctx.save_for_backward``, so that saved-tensor hooks see it).
+
+    ``keep`` (bool or :class:`MaskRows`): the mask the caller drew; None: drawn here
+    from ``generator`` (default: torch's default generator) with :func:`draw_packed`.
+
+    Shapes: x [n, d] -> bool [n, d].
+    """
+    ctx.mask_rows = ctx.packed = None
+    if isinstance(keep, MaskRows):
+        # The full mask and the row ids outlive the backward anyway (the stage holds
+        # them): keep a reference, not a [rows, d] copy.
+        ctx.mask_rows = keep
+        return keep.gather()
+    saved = keep
+    if keep is None:
+        packed = draw_packed(x.shape, p, generator=generator, device=x.device)
+        saved = keep = packed.unpack()
+        if packed.bits < 8:
+            # Fewer bytes than the bool mask (an eighth at p = 0.5): keep the words and
+            # unpack them again in backward. Only the words are saved (a stage moves
+            # saved tensors into its arena); ctx keeps what describes them.
+            ctx.packed = (packed.shape, packed.bits, packed.threshold)
+            saved = packed.words
+    ctx.save_for_backward(saved)
+    return keep
+
+
+def dropout_mask_again(ctx: Any) -> Tensor:
+    """In backward, the mask :func:`take_dropout_mask` applied in forward."""
+    if ctx.mask_rows is not None:
+        return ctx.mask_rows.gather()
+    (saved,) = ctx.saved_tensors
+    return PackedKeep(saved, *ctx.packed).unpack() if ctx.packed is not None else saved
+
+
+def apply_mask_(x: Tensor, keep: Tensor) -> Tensor:
+    """``x *= keep`` in place (a bool mask read as its 0/1 bytes): dropout's mask on a
+    tensor no one else reads, without the [n, d] copy of ``x * keep``."""
+    return x.mul_(_factor(keep))
+
+
+class _InputDropped:
+    """The type of :data:`INPUT_DROPPED`."""
+
+    def __repr__(self) -> str:
+        return "INPUT_DROPPED"
+
+
+#: Passed as a layer's ``keep``: the caller already applied the layer's input dropout
+#: mask to ``h_local`` (unscaled: the layer still folds ``1 / (1 - p)`` into its
+#: weights). Only for a layer whose :attr:`GNNLayer.drops_input_rows` is True.
+INPUT_DROPPED = _InputDropped()
 
 
 def _masked(x: Tensor, keep: Tensor, scale: float) -> Tensor:
@@ -146,7 +185,8 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     ``keep`` (bool, True = kept, or the :class:`MaskRows` of a larger mask) is the mask
     to apply when the caller drew it (one mask per row shared by every reader of the
     row, :mod:`gnnpipe.models.masks`); otherwise one is drawn from ``generator``
-    (default: torch's default generator).
+    (default: torch's default generator). :data:`INPUT_DROPPED`: the caller already
+    applied the mask to ``x`` (a pipeline stage, in place as it gathers a chunk's rows).
 
     Why not ``F.dropout``: on CPU its Bernoulli sampling is the most expensive step of
     a wide layer (about half of a GCN epoch on Cora). The mask is drawn by
@@ -166,6 +206,8 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     if not training or p == 0.0:
         return x
     scale = dropout_scale(p, training) if scaled else 1.0
+    if keep is INPUT_DROPPED:  # the caller applied the mask (unscaled) as it gathered x
+        return x if scale == 1.0 else x * scale
     if not x.requires_grad:
         if keep is None:
             keep = draw_keep(x.shape, p, generator=generator, device=x.device)
@@ -184,13 +226,23 @@ class GNNLayer(nn.Module):
         needs_h0: True when the layer reads the input projection ``h0`` (GCNII).
 
     ``keep`` is the input dropout's mask for the ``h_local`` rows when the caller drew
-    it (:func:`dropout`); a layer without input dropout ignores it.
+    it (:func:`dropout`), or :data:`INPUT_DROPPED` when the caller applied it; a layer
+    without input dropout ignores it.
+
+    ``drops_input_rows``: True when the layer's input dropout applies to ``h_local``
+    as given, every row (the first thing its forward does, drawing from torch's
+    default generator when ``keep`` is None), so that a caller that gathers
+    ``h_local`` for the layer may apply that dropout in place as it gathers
+    (:func:`gnnpipe.engine.stage_autograd.gather_rows`) and pass
+    :data:`INPUT_DROPPED`. False where the dropout applies to something computed
+    from ``h_local`` (ResGCN+: after its norm) or to its own rows only (MLP).
 
     Shapes: h_local [ops.num_local, in_dim]; h0 [ops.num_own, H]; keep [ops.num_local, in_dim];
     output [ops.num_own, out_dim].
     """
 
     needs_h0: bool = False
+    drops_input_rows: bool = False
 
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()
@@ -262,6 +314,8 @@ class GCNLayer(_DenseWeightLayer):
     Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
     """
 
+    drops_input_rows = True
+
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
         h, s = masked_dropout(h_local, self.dropout, self.training, keep)
@@ -276,6 +330,8 @@ class SAGELayer(_ActivatedLayer):
 
     Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
     """
+
+    drops_input_rows = True
 
     def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
                  activation: bool = True, bias: bool = True) -> None:
@@ -311,6 +367,7 @@ class GCNIILayer(GNNLayer):
     """
 
     needs_h0 = True
+    drops_input_rows = True
 
     def __init__(self, dim: int, layer_index: int, *, alpha: float = 0.1, lambda_: float = 0.5,
                  dropout: float = 0.0, activation: bool = True) -> None:
