@@ -14,6 +14,10 @@ applied to each chunk's rows of it (:mod:`gnnpipe.models.masks`, the stage now),
 ``dropout_once`` over the N rows once, as single mode does (all outside the share);
 ``dropout_chunks_unscaled`` the first as the layers now call it, the mask alone (its
 ``1 / (1 - p)`` folded into the layer's weights: one multiply each way, not two);
+``gather_dropout_{separate,in_place}_{chunk,row}_masks`` the stage's gather of each
+chunk's rows and the dropout on them, forward and backward (a backward of ones), with the
+mask applied as a second tensor (by the layer, as the stage did until commit cf4d4b8) or
+in place in the gather (as it does since), with chunk masks or row masks;
 ``draw_chunks_1bit`` / ``draw_chunks_8bit`` / ``draw_chunks_16bit`` the mask draw alone
 over the chunks' local rows at p = 0.5 with 1-bit lanes (what dropout uses for that p),
 8-bit and 16-bit ones (what it uses for p exact on 8 bits, and for any other p). On a dense graph a chunk's halo is
@@ -46,9 +50,10 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
     """Seconds per layer of each kernel, summed over the chunks (measured).
 
     Shapes: B, G [N, hidden]; per chunk h_local [n_local, hidden], out [n_own, hidden]."""
+    from gnnpipe.engine.stage_autograd import gather_rows
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.layers import dropout
-    from gnnpipe.models.masks import EpochMasks, draw_keep
+    from gnnpipe.models.masks import EpochMasks, MaskRows, draw_keep
     from gnnpipe.partition import chunk_graph
 
     plans = chunk_graph(graph, num_chunks).plans
@@ -94,6 +99,24 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
             y = dropout(h, 0.5, True, keep.index_select(0, ids))
             torch.autograd.grad(y, h, torch.ones_like(y))
 
+    def gather_dropout_fb(in_place: bool, shared: bool) -> None:
+        """The stage's gather of each chunk's rows and the layer's input dropout on them,
+        forward and backward: applied by the layer as a second tensor, or in place in
+        the gather (``gather_rows(..., drop=)``); chunk masks drawn per call, or one
+        mask over the N rows (``shared``: row masks)."""
+        keep = EpochMasks(0, 1, "cpu").keep(1, n, hidden, 0.5) if shared else None
+        for ids in local_ids:
+            rows = MaskRows(keep, ids) if shared else None
+            if in_place:
+                y, sink = gather_rows(B, ids, drop=(0.5, rows))
+            else:
+                h, sink = gather_rows(B, ids)
+                y = dropout(h, 0.5, True, rows, scaled=False)
+            y.backward(torch.ones_like(y))
+
+    gather_dropout = {f"gather_dropout_{how}_{masks}_s": median_time_s(
+        lambda how=how, masks=masks: gather_dropout_fb(how == "in_place", masks == "row_masks"), repeats)
+        for masks in ("chunk_masks", "row_masks") for how in ("separate", "in_place")}
     dropout_chunks = median_time_s(lambda: dropout_fb(h_local), repeats)
     # As the layers call it: the mask alone, 1 / (1 - p) folded into their weights.
     dropout_chunks_unscaled = median_time_s(lambda: dropout_fb(h_local, scaled=False), repeats)
@@ -121,7 +144,7 @@ def measure(graph: Any, num_chunks: int, hidden: int, repeats: int) -> dict[str,
                "matmul_forward": seconds["matmul_forward"], "dropout": dropout_chunks_unscaled,
                "copies": copies}
     excess = {k: v - whole.get(k, 0.0) for k, v in chunked.items()}
-    return {"mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks,
+    return {**gather_dropout, "mask_stale_where_s": where_s, "dropout_chunks_s": dropout_chunks,
             "dropout_chunks_unscaled_s": dropout_chunks_unscaled, "dropout_shared_s": dropout_shared,
             "dropout_once_s": dropout_once, **draw, "num_nodes": n, "num_edges": graph.num_edges, "num_chunks": num_chunks,
             "local_rows_over_n": sum(len(i) for i in local_ids) / n,
@@ -156,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{1e3 * results[-1]['dropout_once_s']:.1f} ms; mask draw over the chunks' local rows, 1-bit "
               f"lanes {1e3 * results[-1]['draw_chunks_1bit_s']:.1f} ms, 8-bit "
               f"lanes {1e3 * results[-1]['draw_chunks_8bit_s']:.1f} ms, 16-bit "
-              f"{1e3 * results[-1]['draw_chunks_16bit_s']:.1f} ms; over single mode's layer: "
+              f"{1e3 * results[-1]['draw_chunks_16bit_s']:.1f} ms; gather + dropout forward and backward, "
+              "separate / in place: chunk masks "
+              f"{1e3 * results[-1]['gather_dropout_separate_chunk_masks_s']:.1f} / "
+              f"{1e3 * results[-1]['gather_dropout_in_place_chunk_masks_s']:.1f} ms, row masks "
+              f"{1e3 * results[-1]['gather_dropout_separate_row_masks_s']:.1f} / "
+              f"{1e3 * results[-1]['gather_dropout_in_place_row_masks_s']:.1f} ms; over single mode's layer: "
               + ", ".join(f"{k} {1e3 * v:+.1f} ms" for k, v in results[-1]["excess_over_whole_s"].items()),
               flush=True)
     write_measurement(
