@@ -36,9 +36,10 @@ from torch import Tensor
 
 from gnnpipe.engine.comm import KINDS
 from gnnpipe.engine.context import EpochStats, ReplicaState, WorkerContext, sync
+from gnnpipe.models.layers import INPUT_DROPPED, apply_mask_, dropout_mask_again, take_dropout_mask
 from gnnpipe.models.objective import evaluation_metrics, evaluation_sums, training_loss
 
-__all__ = ["GraphRunner", "HaloExchanger", "predicted_graph_bytes"]
+__all__ = ["GraphRunner", "HaloExchanger", "halo_exchange", "predicted_graph_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,16 +116,37 @@ class _HaloExchange(torch.autograd.Function):
 
     Every worker runs the same layers in the same order, so every worker reaches the
     backward of the same exchange in the same order and the p2p batches pair up.
+
+    ``p > 0``: the next layer's input dropout (a layer that ``drops_input_rows``) is
+    applied here, in place on the fresh ``h_local`` and on its gradient, drawn as the
+    layer would draw it; the layer is then called with ``INPUT_DROPPED``. Applied by
+    the layer it was a second ``[num_local, d]`` tensor each way.
     """
 
     @staticmethod
-    def forward(ctx: Any, h_own: Tensor, exchanger: HaloExchanger) -> Tensor:  # type: ignore[override]
-        ctx.exchanger = exchanger
-        return exchanger.local_rows(h_own.detach(), "halo_rows")
+    def forward(ctx: Any, h_own: Tensor, exchanger: HaloExchanger, p: float) -> Tensor:  # type: ignore[override]
+        ctx.exchanger, ctx.p = exchanger, p
+        h_local = exchanger.local_rows(h_own.detach(), "halo_rows")
+        if p > 0:
+            apply_mask_(h_local, take_dropout_mask(ctx, h_local, p, None, None))
+        return h_local
 
     @staticmethod
-    def backward(ctx: Any, grad_local: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
-        return ctx.exchanger.own_gradients(grad_local, "halo_gradients"), None
+    def backward(ctx: Any, grad_local: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
+        if ctx.p > 0:
+            # The layer's gradient of the dropped rows: fresh, read by no one else.
+            grad_local = apply_mask_(grad_local.contiguous(), dropout_mask_again(ctx))
+        return ctx.exchanger.own_gradients(grad_local, "halo_gradients"), None, None
+
+
+def halo_exchange(h_own: Tensor, exchanger: Any, layer: Any) -> tuple[Tensor, Any]:
+    """``(h_local, keep)`` for ``layer(h_local, ops, h0, keep)`` in training: the
+    exchanged rows, with the layer's input dropout applied in place where the layer
+    allows it (``keep`` is then ``INPUT_DROPPED``, else None: the layer drops).
+
+    Shapes: h_own [num_own, d] -> h_local [num_local, d]."""
+    p = layer.input_dropout if layer.drops_input_rows and layer.training else 0.0
+    return _HaloExchange.apply(h_own, exchanger, p), (INPUT_DROPPED if p > 0 else None)
 
 
 def predicted_graph_bytes(model: Any, M: int, world_size: int, element_size: int = 4) -> dict[str, int]:
@@ -189,11 +211,12 @@ class GraphRunner(ReplicaState):
         h0 = h0_local[: ops.num_own] if model.needs_h0 else None
         h_own = model.layers[0](h0_local, ops, h0)
         for layer in model.layers[1:]:
+            keep = None
             if training:
-                h_local = _HaloExchange.apply(h_own, self.exchanger)
+                h_local, keep = halo_exchange(h_own, self.exchanger, layer)
             else:
                 h_local = self.exchanger.local_rows(h_own, "evaluation")
-            h_own = layer(h_local, ops, h0)
+            h_own = layer(h_local, ops, h0, keep)
         return model.decode(h_own)
 
     # ------------------------------------------------------------------ protocol

@@ -157,3 +157,61 @@ def test_gnnpipe_train_graph_mode_record_matches_single(monkeypatch) -> None:
         training = {k: v for k, v in d["bytes"].items() if k != "evaluation"}
         assert training == {k: v for k, v in d["bytes_predicted"].items() if k != "evaluation"}
         assert d["bytes"]["halo_rows"] > 0
+
+
+class _TwoPartExchanger:
+    """A stand-in for graph mode's HaloExchanger: the halo rows are fixed, the halo
+    gradients are dropped (this worker's own rows are read by no one else)."""
+
+    def __init__(self, halo: torch.Tensor, num_own: int) -> None:
+        self.halo, self.num_own = halo, num_own
+
+    def local_rows(self, h_own, kind):
+        return torch.cat([h_own, self.halo])
+
+    def own_gradients(self, grad_local, kind):
+        return grad_local[: self.num_own].clone()
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gcnii"])
+def test_graph_modes_exchange_drops_in_place_as_the_layer_would(kind):
+    from gnnpipe.engine.graph_mode import halo_exchange
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.models import ResGCNPlusLayer
+    from gnnpipe.models.layers import INPUT_DROPPED
+    from gnnpipe.partition.plan import build_chunk_plans
+    from tests.engine.test_stage_autograd import DT, _layer
+    from tests.models.test_layers import random_graph
+
+    graph = random_graph(n=40, feat=6)
+    plan = build_chunk_plans(graph, torch.tensor([0, 14, 40]))[1]
+    ops = ChunkOps.build(plan, dtype=DT)
+    d = 6
+    layer = _layer(kind, d, p=0.5).to(DT).train()
+    torch.manual_seed(1)
+    h_own = torch.randn(plan.num_own, d, dtype=DT, requires_grad=True)
+    exchanger = _TwoPartExchanger(torch.randn(plan.num_halo, d, dtype=DT), plan.num_own)
+    h0 = torch.randn(plan.num_own, d, dtype=DT) if layer.needs_h0 else None
+    g_out = torch.randn(plan.num_own, layer.out_dim, dtype=DT)
+    got = []
+    for fused in (True, False):
+        h_own.grad = None
+        layer.zero_grad(set_to_none=True)
+        torch.manual_seed(9)
+        if fused:
+            h_local, keep = halo_exchange(h_own, exchanger, layer)
+            assert keep is INPUT_DROPPED
+        else:
+            h_local, keep = exchanger.local_rows(h_own, "halo_rows"), None
+        out = layer(h_local, ops, h0, keep)
+        out.backward(g_out)
+        got.append((out.detach(), h_own.grad.clone(), {n: q.grad.clone() for n, q in layer.named_parameters()}))
+    (out_f, g_f, w_f), (out_l, g_l, w_l) = got
+    torch.testing.assert_close(out_f, out_l, rtol=0, atol=0)
+    torch.testing.assert_close(g_f, g_l, rtol=0, atol=0)
+    for n in w_l:
+        torch.testing.assert_close(w_f[n], w_l[n], rtol=0, atol=0)
+    # In evaluation, or for a layer that drops something else, the layer keeps its dropout.
+    layer.eval()
+    assert halo_exchange(h_own, exchanger, layer)[1] is None
+    assert halo_exchange(h_own, exchanger, ResGCNPlusLayer(d, d, dropout=0.5).train())[1] is None

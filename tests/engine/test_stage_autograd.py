@@ -106,3 +106,4 @@ def test_a_gather_with_dropout_saves_the_mask_words_not_the_rows():
     h_local.sum().backward()
     (g,) = sink
     assert torch.equal(g, (h_local.detach() != 0).to(g.dtype))  # dropped entries: no gradient
+
