@@ -186,7 +186,8 @@ def dropout(x: Tensor, p: float, training: bool, keep: Tensor | MaskRows | None 
     to apply when the caller drew it (one mask per row shared by every reader of the
     row, :mod:`gnnpipe.models.masks`); otherwise one is drawn from ``generator``
     (default: torch's default generator). :data:`INPUT_DROPPED`: the caller already
-    applied the mask to ``x`` (a pipeline stage, in place as it gathers a chunk's rows).
+    applied the mask to ``x``, in place (a pipeline stage as it gathers a chunk's rows,
+    graph mode on the rows its halo exchange wrote).
 
     Why not ``F.dropout``: on CPU its Bernoulli sampling is the most expensive step of
     a wide layer (about half of a GCN epoch on Cora). The mask is drawn by
