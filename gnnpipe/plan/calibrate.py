@@ -192,12 +192,12 @@ def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
 
 def stage_layer_kernel(plans: Sequence[Any], num_nodes: int, hidden: int = 100) -> Callable[[], None]:
     """One stage layer's work over the chunks ``plans`` of a graph of ``num_nodes``
-    vertices, as the layers run it: each chunk's local rows gathered from a buffer of
-    every row, dropped out, aggregated and multiplied, then the backward (CPU). What
-    the calibration measures contention on (:func:`_stage_layer`) and
-    ``bench/contention.py`` times on real graphs."""
+    vertices, as a stage runs it: each chunk's local rows gathered from a buffer of
+    every row with the dropout applied in place (:func:`gather_rows`), aggregated and
+    multiplied, then the backward (CPU). What the calibration measures contention on
+    (:func:`_stage_layer`) and ``bench/contention.py`` times on real graphs."""
+    from gnnpipe.engine.stage_autograd import gather_rows
     from gnnpipe.kernels import ChunkOps
-    from gnnpipe.models.layers import dropout
 
     ops = [(ChunkOps.build(p), torch.as_tensor(p.local_global_nid)) for p in plans]
     gen = torch.Generator().manual_seed(0)
@@ -205,8 +205,8 @@ def stage_layer_kernel(plans: Sequence[Any], num_nodes: int, hidden: int = 100) 
 
     def layer() -> None:
         for o, ids in ops:
-            h = buf.index_select(0, ids).requires_grad_()
-            y = o.aggregate(dropout(h, 0.5, True, scaled=False), "gcn") @ w
+            h, _sink = gather_rows(buf, ids, drop=(0.5, None))
+            y = o.aggregate(h, "gcn") @ w
             y.backward(torch.ones_like(y))
 
     return layer
