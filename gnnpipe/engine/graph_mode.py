@@ -36,7 +36,7 @@ from torch import Tensor
 
 from gnnpipe.engine.comm import KINDS
 from gnnpipe.engine.context import EpochStats, ReplicaState, WorkerContext, sync
-from gnnpipe.models.layers import INPUT_DROPPED, apply_mask_, dropout_mask_again, take_dropout_mask
+from gnnpipe.models.layers import INPUT_DROPPED, dropout_grad_in_place_, dropout_in_place_
 from gnnpipe.models.objective import evaluation_metrics, evaluation_sums, training_loss
 
 __all__ = ["GraphRunner", "HaloExchanger", "halo_exchange", "predicted_graph_bytes"]
@@ -128,14 +128,13 @@ class _HaloExchange(torch.autograd.Function):
         ctx.exchanger, ctx.p = exchanger, p
         h_local = exchanger.local_rows(h_own.detach(), "halo_rows")
         if p > 0:
-            apply_mask_(h_local, take_dropout_mask(ctx, h_local, p, None, None))
+            dropout_in_place_(ctx, h_local, p)
         return h_local
 
     @staticmethod
     def backward(ctx: Any, grad_local: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
         if ctx.p > 0:
-            # The layer's gradient of the dropped rows: fresh, read by no one else.
-            grad_local = apply_mask_(grad_local.contiguous(), dropout_mask_again(ctx))
+            grad_local = dropout_grad_in_place_(ctx, grad_local)
         return ctx.exchanger.own_gradients(grad_local, "halo_gradients"), None, None
 
 
@@ -145,7 +144,7 @@ def halo_exchange(h_own: Tensor, exchanger: Any, layer: Any) -> tuple[Tensor, An
     allows it (``keep`` is then ``INPUT_DROPPED``, else None: the layer drops).
 
     Shapes: h_own [num_own, d] -> h_local [num_local, d]."""
-    p = layer.input_dropout if layer.drops_input_rows and layer.training else 0.0
+    p = layer.in_place_dropout
     return _HaloExchange.apply(h_own, exchanger, p), (INPUT_DROPPED if p > 0 else None)
 
 

@@ -331,9 +331,10 @@ class Stage:
             keep = self._keep(st, l, layer.input_dropout, self.dims[l - 1], self.local_ids[k])
             # The layer's input dropout, applied in place as the rows are gathered (the
             # same mask: drawn there as the layer would draw it, or the same mask rows).
+            p_drop = layer.in_place_dropout
             drop = None
-            if layer.drops_input_rows and layer.training and layer.input_dropout > 0:
-                drop, keep = (layer.input_dropout, keep), INPUT_DROPPED
+            if p_drop > 0:
+                drop, keep = (p_drop, keep), INPUT_DROPPED
             weights = None if stash is None else module_stash(stash, f"layers.{i}")
             with torch.autograd.graph.saved_tensors_hooks(saved_holder(saved), unhold):
                 if l == 1:

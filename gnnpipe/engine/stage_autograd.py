@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gnnpipe.models.layers import apply_mask_, dropout_mask_again, take_dropout_mask
+from gnnpipe.models.layers import dropout_grad_in_place_, dropout_in_place_
 from gnnpipe.models.masks import MaskRows
 
 __all__ = ["gather_rows", "saved_holder", "unhold", "share_saved_output", "sunk_grad", "grad_or_zeros"]
@@ -65,16 +65,13 @@ class _GatherRows(torch.autograd.Function):
                 out.index_copy_(0, pos, alt_buf.index_select(0, local_ids[pos]))
         ctx.dropped = drop is not None
         if drop is not None:
-            p, keep = drop
-            apply_mask_(out, take_dropout_mask(ctx, out, p, keep, None))
+            dropout_in_place_(ctx, out, *drop)
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None, None, None]:  # type: ignore[override]
         if ctx.dropped:
-            # The layer's gradient of the dropped rows is a fresh tensor no one else
-            # reads (the stage itself scales it in place next): mask it in place.
-            grad = apply_mask_(grad.contiguous(), dropout_mask_again(ctx))
+            grad = dropout_grad_in_place_(ctx, grad)
         ctx.sink.append(grad)
         return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None, None, None, None
 

@@ -33,9 +33,8 @@ __all__ = [
     "dropout",
     "dropout_scale",
     "masked_dropout",
-    "take_dropout_mask",
-    "dropout_mask_again",
-    "apply_mask_",
+    "dropout_in_place_",
+    "dropout_grad_in_place_",
     "INPUT_DROPPED",
     "scaled_weight",
     "GNNLayer",
@@ -70,20 +69,20 @@ class _Dropout(torch.autograd.Function):
     def forward(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,  # type: ignore[override]
                 generator: torch.Generator | None, scale: float) -> Tensor:
         ctx.scale = scale
-        return _masked(x, take_dropout_mask(ctx, x, p, keep, generator), scale)
+        return _masked(x, _take_mask(ctx, x, p, keep, generator), scale)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None]:  # type: ignore[override]
-        return _masked(grad, dropout_mask_again(ctx), ctx.scale), None, None, None, None
+        return _masked(grad, _mask_again(ctx), ctx.scale), None, None, None, None
 
 
-def take_dropout_mask(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,
-                      generator: torch.Generator | None) -> Tensor:
+def _take_mask(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | None,
+               generator: torch.Generator | None) -> Tensor:
     """The keep mask to apply to ``x`` in an autograd function's forward, recorded on
-    ``ctx`` for :func:`dropout_mask_again` in the fewest bytes: the rows of a larger
-    mask (:class:`MaskRows`: a reference, nothing saved), the random words of a mask
-    drawn here where ``p`` needs fewer than 8 bits an entry, else the bool mask (saved
-    with ``ctx.save_for_backward``, so that saved-tensor hooks see it).
+    ``ctx`` for :func:`_mask_again` in the fewest bytes: the rows of a larger mask
+    (:class:`MaskRows`: a reference, nothing saved), the random words of a mask drawn
+    here where ``p`` needs fewer than 8 bits an entry, else the bool mask (saved with
+    ``ctx.save_for_backward``, so that saved-tensor hooks see it).
 
     ``keep`` (bool or :class:`MaskRows`): the mask the caller drew; None: drawn here
     from ``generator`` (default: torch's default generator) with :func:`draw_packed`.
@@ -110,18 +109,34 @@ def take_dropout_mask(ctx: Any, x: Tensor, p: float, keep: Tensor | MaskRows | N
     return keep
 
 
-def dropout_mask_again(ctx: Any) -> Tensor:
-    """In backward, the mask :func:`take_dropout_mask` applied in forward."""
+def _mask_again(ctx: Any) -> Tensor:
+    """In backward, the mask :func:`_take_mask` applied in forward."""
     if ctx.mask_rows is not None:
         return ctx.mask_rows.gather()
     (saved,) = ctx.saved_tensors
     return PackedKeep(saved, *ctx.packed).unpack() if ctx.packed is not None else saved
 
 
-def apply_mask_(x: Tensor, keep: Tensor) -> Tensor:
-    """``x *= keep`` in place (a bool mask read as its 0/1 bytes): dropout's mask on a
-    tensor no one else reads, without the [n, d] copy of ``x * keep``."""
-    return x.mul_(_factor(keep))
+def dropout_in_place_(ctx: Any, x: Tensor, p: float, keep: MaskRows | None = None) -> Tensor:
+    """In an autograd function's forward: a layer's input dropout mask applied to ``x``
+    in place (unscaled: the layer folds ``1 / (1 - p)`` into its weights, called with
+    :data:`INPUT_DROPPED`), recorded on ``ctx`` for :func:`dropout_grad_in_place_`.
+    ``x`` must be a tensor no one else reads (rows just gathered or received). ``keep``:
+    the layer's mask rows, or None to draw the mask as the layer would (torch's default
+    generator, ``x``'s shape: the same values). Out of place, the multiply wrote a second
+    ``[n, d]`` tensor each way.
+
+    Shapes: x [n, d] -> x."""
+    return x.mul_(_factor(_take_mask(ctx, x, p, keep, None)))
+
+
+def dropout_grad_in_place_(ctx: Any, grad: Tensor) -> Tensor:
+    """In the same function's backward: the mask of :func:`dropout_in_place_` applied to
+    the gradient in place (the layer's gradient of the dropped rows is a fresh tensor
+    no one else reads).
+
+    Shapes: grad [n, d] -> [n, d]."""
+    return grad.contiguous().mul_(_factor(_mask_again(ctx)))
 
 
 class _InputDropped:
@@ -234,8 +249,8 @@ class GNNLayer(nn.Module):
     as given, every row (the first thing its forward does, drawing from torch's
     default generator when ``keep`` is None), so that a caller that gathers
     ``h_local`` for the layer may apply that dropout in place as it gathers
-    (:func:`gnnpipe.engine.stage_autograd.gather_rows`) and pass
-    :data:`INPUT_DROPPED`. False where the dropout applies to something computed
+    (:func:`gnnpipe.engine.stage_autograd.gather_rows`; :attr:`in_place_dropout`) and
+    pass :data:`INPUT_DROPPED`. False where the dropout applies to something computed
     from ``h_local`` (ResGCN+: after its norm) or to its own rows only (MLP).
 
     Shapes: h_local [ops.num_local, in_dim]; h0 [ops.num_own, H]; keep [ops.num_local, in_dim];
@@ -255,6 +270,14 @@ class GNNLayer(nn.Module):
         """The dropout probability this layer applies to its ``h_local`` rows (0: it
         applies none and ignores ``keep``)."""
         return float(getattr(self, "dropout", 0.0))
+
+    @property
+    def in_place_dropout(self) -> float:
+        """The input dropout a caller that gathers or receives ``h_local`` for this layer
+        may apply in place (:func:`dropout_in_place_`, then call the layer with
+        :data:`INPUT_DROPPED`): ``input_dropout`` where ``drops_input_rows`` and the
+        layer is training, else 0."""
+        return self.input_dropout if self.drops_input_rows and self.training else 0.0
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:  # pragma: no cover
