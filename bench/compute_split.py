@@ -12,12 +12,17 @@ public entry (``python -m gnnpipe.train``), one after the other in one invocatio
 * ``graph`` (S workers, one thread each), for the epoch ratio pipeline / graph.
 
 Figures per epoch are the means over the epochs after the warm-up ones that the record
-itself leaves out (``summary.mean_epoch_time_skipped_epochs``); the pipeline's compute is
+itself leaves out (``summary.mean_epoch_time_skipped_epochs``), or after the first
+``--skip-epochs`` (for a large graph whose few epochs are each long); the pipeline's compute is
 the time split of the slowest rank (``epochs[].time.compute_s``, which with wait and
 bubble adds up to that rank's epoch). The load average is recorded before and after
 each run. Writes a JSON with machine, load and config::
 
     python -m bench.compute_split --out bench/results/compute_split.json
+    # the 200k-vertex systems graph (bench/graphs.py SYSTEMS_SYNTHETIC), GCN-32:
+    python -m bench.compute_split --cases synthetic:gcn --epochs 4 --skip-epochs 1 \
+        --data-option num_nodes=200000 --data-option avg_degree=10.0 --data-option homophily=0.6 \
+        --data-option feature_signal=0.22 --data-option seed=0
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
             "--input-proj", "--classifier", "--dropout", "0.5", "--lr", "0.001",
             "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--seed", "0",
             "--mode", mode, "--json-out", str(out), "--log-level", "WARNING"]
+    for option in args.data_option:
+        argv += ["--data-option", option]
     if mode != "single":
         argv += ["--workers", str(args.stages)]
     if mode == "pipeline":
@@ -63,7 +70,7 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
     if proc.returncode != 0:
         return {"mode": mode, "returncode": proc.returncode, "error": proc.stderr[-500:]}
     record = json.loads(out.read_text())
-    skip = record["summary"]["mean_epoch_time_skipped_epochs"]
+    skip = record["summary"]["mean_epoch_time_skipped_epochs"] if args.skip_epochs is None else args.skip_epochs
     timed = record["epochs"][skip:]
     mean = lambda values: statistics.fmean(values)  # noqa: E731
     return {"mode": mode, "command": " ".join(argv[1:]), "epochs_timed": len(timed),
@@ -104,6 +111,10 @@ def run_arguments(ap: argparse.ArgumentParser, out: str, cases: tuple[str, ...])
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--hidden", type=int, default=100)
     ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--skip-epochs", type=int, default=None, metavar="N",
+                    help="time the epochs after the first N (default: the record's own warm-up count)")
+    ap.add_argument("--data-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a loader option for every case (the trainer's --data-option; repeatable)")
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--dropout-masks", choices=("chunk", "row"), default="chunk",
@@ -138,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     run_arguments(ap, "bench/results/compute_split.json", DEFAULT_CASES)
     args = ap.parse_args(argv)
+    if args.skip_epochs is not None and not 0 <= args.skip_epochs < args.epochs:
+        print(f"compute_split: --skip-epochs: expected 0 <= N < --epochs ({args.epochs}), found {args.skip_epochs}",
+              file=sys.stderr)
+        return 2
     if args.checkout:
         why = _checkout_mismatch(Path(args.checkout))
         if why:
