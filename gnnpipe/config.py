@@ -310,6 +310,11 @@ class TrainConfig(_Checked):
         "checkpoint every N epochs (>= 1), and at the end of the run"))
     resume: bool = field(default=False, metadata=_meta(
         "continue from the newest complete checkpoint in checkpoint_dir (start afresh if it has none)"))
+    trace_dir: str | None = field(default=None, metadata=_meta(
+        "pipeline and hybrid mode: write each worker's timeline (every schedule action of every "
+        "training epoch: start, duration, chunk, page faults) into this folder as Chrome trace JSON, "
+        "trace-rank{R}.json, appended after each epoch; open in Perfetto or chrome://tracing",
+        metavar="DIR"))
     host_heap_mib: int = field(default=0, metadata=_meta(
         "glibc hosts: serve host allocations up to this many MiB from the heap and keep its freed "
         "pages (mallopt), instead of mapping each large temporary afresh; 0 leaves glibc's thresholds. "
@@ -346,7 +351,7 @@ class TrainConfig(_Checked):
                    f"an integer in [0, {MAX_HOST_HEAP_MIB}]")
         self._need(0 <= self.host_heap_trim_mib <= MAX_HEAP_TRIM_MIB, "host_heap_trim_mib",
                    f"an integer in [0, {MAX_HEAP_TRIM_MIB}]")
-        for name in ("metrics_jsonl", "tensorboard"):
+        for name in ("metrics_jsonl", "tensorboard", "trace_dir"):
             self._need(getattr(self, name) is None or bool(getattr(self, name).strip()), name, "a path")
         self._need(not self.resume or self.checkpoint_dir is not None, "resume",
                    "a checkpoint_dir to resume from (resume needs --checkpoint-dir)")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
     from gnnpipe.data import Graph
     from gnnpipe.engine.comm import Comm
     from gnnpipe.engine.layout import Layout
+    from gnnpipe.engine.trace import ActionTrace
     from gnnpipe.partition import ChunkedGraph
 
 __all__ = ["WorkerContext", "EpochStats", "ModeRunner", "ReplicaState", "sync"]
@@ -54,6 +55,8 @@ class WorkerContext:
         local_rank: the index of the worker on its node (selects the GPU).
         heap_trim: what a stage calls after each chunk compute to give the host heap's
             free pages back (:func:`gnnpipe.engine.host_heap.heap_trimmer`), or None.
+        trace: where a stage records its schedule's actions
+            (:func:`gnnpipe.engine.trace.action_trace`), or None.
     """
 
     rank: int
@@ -67,6 +70,7 @@ class WorkerContext:
     model: Any  # gnnpipe.models.DeepGNN
     local_rank: int = 0
     heap_trim: Callable[[], None] | None = None
+    trace: "ActionTrace | None" = None
 
     @property
     def world_size(self) -> int:

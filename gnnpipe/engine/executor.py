@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 from gnnpipe.engine import schedule as sch
 from gnnpipe.engine.epoch_state import EpochState
 from gnnpipe.engine.stage import Stage
+from gnnpipe.engine.trace import ActionTrace
 
 __all__ = ["execute"]
 
@@ -67,14 +68,19 @@ COMPUTE_ACTIONS = (sch.Forward, sch.Backward)
 
 
 def execute(stage: Stage, program: Iterable[sch.Action], st: EpochState,
-            after_compute: Callable[[], None] | None = None) -> None:
+            after_compute: Callable[[], None] | None = None, trace: ActionTrace | None = None) -> None:
     """Run ``program`` (``schedule.for_stage(stage_idx)``) on ``stage`` for epoch ``st``;
     ``after_compute`` (if given) after each chunk's forward and backward: the worker's
-    heap trim (:func:`gnnpipe.engine.host_heap.heap_trimmer`), its time the stage's."""
+    heap trim (:func:`gnnpipe.engine.host_heap.heap_trimmer`), its time the stage's;
+    ``trace`` (if given) records every action (:mod:`gnnpipe.engine.trace`)."""
     for a in program:
         handler = _HANDLERS.get(type(a))
         if handler is None:
             raise TypeError(f"schedule action: expected one of the kinds of gnnpipe.engine.schedule, found {a!r}")
-        handler(stage, st, a)
+        if trace is None:
+            handler(stage, st, a)
+        else:
+            with trace.span(a, _for(st, a).epoch):
+                handler(stage, st, a)
         if after_compute is not None and isinstance(a, COMPUTE_ACTIONS):
             after_compute()

@@ -123,7 +123,7 @@ class StageRunner:
         if self.epochs_done == 0 and logger.isEnabledFor(logging.DEBUG):
             logger.debug("rank %d: schedule of the first epoch\n%s", st.rank, schedule)
         st.begin_epoch(state)
-        execute(st, schedule.for_stage(st.stage), state, after_compute=self.ctx.heap_trim)
+        execute(st, schedule.for_stage(st.stage), state, after_compute=self.ctx.heap_trim, trace=self.ctx.trace)
         self._next = state.next
         if st.last:
             chunks = sorted(state.logits)
@@ -137,6 +137,8 @@ class StageRunner:
         (loss,) = state.timer.timed(self.comm.all_reduce_control, [state.loss_sum if st.last else 0.0],
                                     bubble=True)
         self.epochs_done += 1
+        if self.ctx.trace is not None:
+            self.ctx.trace.flush()
         if state.refresh_snapshot:  # not done at a turn
             st.refresh_snapshot()
         sync(st.device)

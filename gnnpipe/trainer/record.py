@@ -174,6 +174,7 @@ RECORD_FIELDS: tuple[Field, ...] = (
     Field("extra", "object", "mode-specific measured figures; `startup` (where the time to the first epoch "
           "went), `host_heap` (what `train.host_heap_mib` did in the workers) and `host_heap_trim` "
           "(whether the stages trim their heap, with `train.host_heap_trim_mib`, and each rank's trims) "
+          "and `trace` (whether the workers wrote their timelines into `train.trace_dir`, and why) "
           "in every mode"),
     Field("plan", "object or null", "what the planner chose when `parallel.mode` or `parallel.chunks` "
           "was `auto` (`python -m gnnpipe.plan`): {keys}; `chosen` and each candidate carry the layout "

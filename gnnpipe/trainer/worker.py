@@ -25,10 +25,11 @@ from typing import Any, Callable
 import torch
 
 from gnnpipe.engine.comm import KINDS, Comm
-from gnnpipe.engine.context import WorkerContext
+from gnnpipe.engine.context import WorkerContext, sync
 from gnnpipe.engine.layout import Layout
 from gnnpipe.engine.host_heap import heap_trimmer, tune_host_heap
 from gnnpipe.engine.runners import RUNNERS
+from gnnpipe.engine.trace import action_trace
 from gnnpipe.trainer.loop import run_epochs
 from gnnpipe.trainer.machine import machine_info, measure_peak_memory
 from gnnpipe.trainer.record import build_record
@@ -121,6 +122,10 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
                     else f"left as it is ({host_heap['why']})")
     heap_trim, heap_trim_state = heap_trimmer(tc.host_heap_trim_mib, mode=layout.mode, device_type=device.type,
                                               host_heap_mib=tc.host_heap_mib)
+    trace, trace_state = action_trace(tc.trace_dir, mode=layout.mode, rank=rank,
+                                      label=f"rank {rank}: {_describe_rank(layout, rank)}", sync=lambda: sync(device))
+    if rank == 0 and tc.trace_dir is not None and trace is None:
+        logger.warning("train.trace_dir: %s; no trace written", trace_state["why"])
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t_joined = time.time()  # the process group is up (single mode: nothing to join)
@@ -131,7 +136,7 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
             torch.manual_seed(int(tc.seed) * 1_000_003 + 1 + rank)
         ctx = WorkerContext(rank=rank, layout=layout, device=device, dtype=dtype, config=cfg, graph=graph,
                             chunked=chunked, comm=comm, model=model, local_rank=local_rank,
-                            heap_trim=heap_trim)
+                            heap_trim=heap_trim, trace=trace)
         runner = RUNNERS[layout.mode](ctx)
         build_s = time.time() - t_joined
         num_params = sum(p.numel() for p in model.parameters())
@@ -178,7 +183,7 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
     pc = cfg.parallel
     extra: dict[str, Any] = {"num_parameters": int(num_params), "self_loops_removed": job.self_loops_removed,
                              "startup": _startup(job, slowest, first_epoch_unix_s), "host_heap": host_heap,
-                             "host_heap_trim": heap_trim_state}
+                             "host_heap_trim": heap_trim_state, "trace": trace_state}
     if layout.distributed:
         extra.update({
             "stages": int(pc.stages), "ways": int(pc.ways), "chunks": int(layout.num_chunks),
