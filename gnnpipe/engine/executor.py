@@ -23,7 +23,7 @@ __all__ = ["execute"]
 def _for(st: EpochState, a: Any) -> EpochState:
     """The epoch an action is of: this one, or the next (an ``ahead`` action at the
     turn, whose state the runner made and passed as ``st.next``)."""
-    return st.next if a.ahead else st  # type: ignore[return-value]
+    return st.next if getattr(a, "ahead", False) else st  # type: ignore[return-value]
 
 
 def _wait_forward(stage: Stage, st: EpochState, a: sch.WaitRecvForward) -> None:
