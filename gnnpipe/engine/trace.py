@@ -3,9 +3,9 @@ trace events (``train.trace_dir``; pipeline and hybrid mode).
 
 An epoch's time split (compute, comm wait, bubble) says how much time went where; a
 timeline says when, and which chunk. On the 200,000-vertex GCN-32 at C = 8 it showed
-the second epoch's last forwards taking 2-3x the others in page faults (the saved
-arena's segments touched for the first time), which the epoch means had counted as
-bubble on the other stage.
+stage 0's long bubble to be its wait at the turn for stage 1's last forward and first
+backward, which took tens of thousands of page faults each where the other chunks took
+none (bench/results/trace_200k/).
 
 Each worker appends its events to ``trace-rank{R}.json`` after every epoch (flushed,
 so a dead run keeps the epochs it finished), in Chrome's JSON array format, whose
@@ -14,9 +14,8 @@ closing bracket is optional: open a file in https://ui.perfetto.dev or
 is one action (:mod:`gnnpipe.engine.schedule`): ``name`` its kind, ``ts``/``dur`` in
 microseconds of the wall clock (so that the ranks of one host line up), ``pid`` the
 rank, ``args`` the epoch (1-based, as in the record), chunk, step, whether it ran
-ahead at a turn and the minor
-page faults the worker took meanwhile (where the OS counts them). A new run in the
-same folder starts the files afresh.
+ahead at a turn and the minor page faults the worker took meanwhile (where the OS
+counts them). A new run in the same folder starts the files afresh.
 
 On a GPU each action is followed by a device synchronisation, so that its duration is
 the device's, not the host's enqueue time; that removes the overlap of consecutive
