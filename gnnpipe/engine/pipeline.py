@@ -17,6 +17,7 @@ the end of the epoch for the last stage's loss); every other blocked wait is
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -134,11 +135,13 @@ class StageRunner:
             self._last_logits = (rows, logits)
         # The chunk losses add up to the global loss (DESIGN.md 3); waiting for the last
         # stage's total is the pipeline drain.
-        (loss,) = state.timer.timed(self.comm.all_reduce_control, [state.loss_sum if st.last else 0.0],
-                                    bubble=True)
+        trace = self.ctx.trace
+        with trace.span(None, epoch, "LossAllReduce") if trace is not None else contextlib.nullcontext():
+            (loss,) = state.timer.timed(self.comm.all_reduce_control, [state.loss_sum if st.last else 0.0],
+                                        bubble=True)
         self.epochs_done += 1
-        if self.ctx.trace is not None:
-            self.ctx.trace.flush()
+        if trace is not None:
+            trace.flush()
         if state.refresh_snapshot:  # not done at a turn
             st.refresh_snapshot()
         sync(st.device)

@@ -11,7 +11,9 @@ Each worker appends its events to ``trace-rank{R}.json`` after every epoch (flus
 so a dead run keeps the epochs it finished), in Chrome's JSON array format, whose
 closing bracket is optional: open a file in https://ui.perfetto.dev or
 ``chrome://tracing``, or all of a run's at once after :func:`merge_traces`. An event
-is one action (:mod:`gnnpipe.engine.schedule`): ``name`` its kind, ``ts``/``dur`` in
+is one action (:mod:`gnnpipe.engine.schedule`), or the loss all-reduce that ends the
+epoch (``LossAllReduce``: the last stage's total, where the other stages wait for the
+pipeline to drain): ``name`` its kind, ``ts``/``dur`` in
 microseconds of the wall clock (so that the ranks of one host line up), ``pid`` the
 rank, ``args`` the epoch (1-based, as in the record), chunk, step, whether it ran
 ahead at a turn and the minor page faults the worker took meanwhile (where the OS
@@ -65,9 +67,11 @@ class ActionTrace:
         self.path.write_text("[\n")
 
     @contextlib.contextmanager
-    def span(self, action: Any, epoch: int) -> Iterator[None]:
+    def span(self, action: Any, epoch: int, name: str | None = None) -> Iterator[None]:
         """Time the action run inside (one event, kept until :meth:`flush`); ``epoch``
-        0-based (the runner's), recorded 1-based."""
+        0-based (the runner's), recorded 1-based; ``name`` (default: the action's
+        kind) for work that is not a schedule action, such as the loss all-reduce that
+        ends an epoch."""
         f0, t0 = self._faults(), self._clock()
         yield
         self._sync()
@@ -80,7 +84,7 @@ class ActionTrace:
             args["ahead"] = True
         if f0 is not None and f1 is not None:
             args["minor_faults"] = f1 - f0
-        self._pending.append({"name": type(action).__name__, "ph": "X", "pid": self.rank, "tid": 0,
+        self._pending.append({"name": name or type(action).__name__, "ph": "X", "pid": self.rank, "tid": 0,
                               "ts": round(self._wall_us + t0 * 1e6, 1), "dur": round((t1 - t0) * 1e6, 1),
                               "args": args})
 

@@ -85,7 +85,7 @@ def test_a_pipeline_run_traces_exactly_its_schedule(tmp_path):
         for e in (1, 2, 3):
             order = sch.way_orders(((0, 1, 2),), e - 1, 5, True)[0]
             want = [(type(a).__name__, getattr(a, "chunk", None))
-                    for a in sch.build_schedule(2, 3, order).for_stage(rank)]
+                    for a in sch.build_schedule(2, 3, order).for_stage(rank)] + [("LossAllReduce", None)]
             got = [(x["name"], x["args"].get("chunk")) for x in spans if x["args"]["epoch"] == e]
             assert got == want
         # One worker runs one action at a time: the spans follow each other.
