@@ -3,9 +3,9 @@ trace events (``train.trace_dir``; pipeline and hybrid mode).
 
 An epoch's time split (compute, comm wait, bubble) says how much time went where; a
 timeline says when, and which chunk. On the 200,000-vertex GCN-32 at C = 8 it showed
-stage 0's long bubble to be its wait at the turn for stage 1's last forward and first
-backward, which took tens of thousands of page faults each where the other chunks took
-none (bench/results/trace_200k/).
+stage 0's long bubble to be its wait at the turn for stage 1's first backward, which
+took tens of thousands of page faults in every epoch where most other chunks took none
+(bench/results/trace_200k/).
 
 Each worker appends its events to ``trace-rank{R}.json`` after every epoch (flushed,
 so a dead run keeps the epochs it finished), in Chrome's JSON array format, whose
