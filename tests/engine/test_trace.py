@@ -91,3 +91,24 @@ def test_a_pipeline_run_traces_exactly_its_schedule(tmp_path):
         # One worker runs one action at a time: the spans follow each other.
         assert all(a["ts"] + a["dur"] <= b["ts"] + 1.0 for a, b in zip(spans, spans[1:]))
     assert merge_traces(tmp_path / "tr", tmp_path / "all.json") == total
+
+
+def test_a_hybrid_run_traces_each_ways_schedule_with_its_idle_steps(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GNNPIPE_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-m", "gnnpipe.train", "--mode", "hybrid", "--workers", "2", "--ways", "2",
+                          "--chunks", "3", "--data-option", "num_nodes=300", "--model", "gcn", "--layers", "3",
+                          "--hidden", "8", "--epochs", "2", "--eval-every", "2", "--seed", "2", "--log-level",
+                          "WARNING", "--trace-dir", "tr"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    blocks = sch.way_blocks(3, 2)  # ((0, 1), (2,)): way 1 idles at its second step
+    for way in (0, 1):  # rank = way * S + stage, S = 1
+        spans = _events(tmp_path / "tr" / f"trace-rank{way}.json")[1:]
+        for e in (1, 2):
+            order = sch.way_orders(blocks, e - 1, 2, True)[way]
+            want = [(type(a).__name__, getattr(a, "chunk", None), getattr(a, "step", None))
+                    for a in sch.build_schedule(1, 3, order, num_steps=2).for_stage(0)]
+            got = [(x["name"], x["args"].get("chunk"), x["args"].get("step"))
+                   for x in spans if x["args"]["epoch"] == e]
+            assert got == want + [("LossAllReduce", None, None)]
+    assert any(x["name"] == "IdleForward" for x in _events(tmp_path / "tr" / "trace-rank1.json")[1:])
