@@ -128,6 +128,14 @@ def run_arguments(ap: argparse.ArgumentParser, out: str, cases: tuple[str, ...])
                          "install maps them by name), so they must be the same at both commits")
 
 
+def run_arguments_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags of :func:`run_arguments` that argparse cannot check
+    alone, as one line (None when nothing): every entry point that reads them asks."""
+    if args.skip_epochs is not None and not 0 <= args.skip_epochs < args.epochs:
+        return f"--skip-epochs: expected 0 <= N < --epochs ({args.epochs}), found {args.skip_epochs}"
+    return None
+
+
 def _checkout_mismatch(checkout: Path) -> str | None:
     """Why ``checkout`` cannot be run with this install's ``data``/``partition``
     packages (None when it can: the same files at both commits)."""
@@ -149,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     run_arguments(ap, "bench/results/compute_split.json", DEFAULT_CASES)
     args = ap.parse_args(argv)
-    if args.skip_epochs is not None and not 0 <= args.skip_epochs < args.epochs:
-        print(f"compute_split: --skip-epochs: expected 0 <= N < --epochs ({args.epochs}), found {args.skip_epochs}",
-              file=sys.stderr)
+    error = run_arguments_error(args)
+    if error:
+        print(f"compute_split: {error}", file=sys.stderr)
         return 2
     if args.checkout:
         why = _checkout_mismatch(Path(args.checkout))

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .compute_split import run_arguments, run_once
+from .compute_split import run_arguments, run_arguments_error, run_once
 from .runner import load_average, write_measurement
 
 DEFAULT_CASES = ("blogcatalog:gcnii", "amazon_photo:gcnii", "blogcatalog:gcn", "amazon_photo:gcn")
@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2], help="--cross-epoch-chunks values (0 first)")
     ap.add_argument("--repeats", type=int, default=2, help="rounds over the K values")
     args = ap.parse_args(argv)
+    error = run_arguments_error(args)
+    if error:
+        ap.error(error)
     if args.ks[0] != 0:
         ap.error(f"--ks: expected 0 first (the synchronous reference), found {args.ks}")
     cases, load_before = [], load_average()
