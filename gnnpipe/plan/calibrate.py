@@ -1,6 +1,7 @@
 """A short measurement of this machine: the :class:`HardwareProfile` of one worker.
 
-A few seconds in all: a dense matmul, one aggregation of a chunk through
+A few seconds in all (a few more for a graph above 40,000 vertices, measured again
+at its size: :func:`calibrate`): a dense matmul, one aggregation of a chunk through
 :class:`gnnpipe.kernels.ChunkOps`, a row gather, one real layer of each model kind
 (whose time beyond its matmul and aggregation is the layer's per-row elementwise
 cost), the input projection (dense, and CSR when the features are sparse), a tiny
@@ -98,14 +99,15 @@ def _plan(num_nodes: int, avg_degree: float, seed: int = 0) -> Any:
     return whole_graph_plan(g)
 
 
-def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device) -> tuple[float, float]:
+def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device, *, stack_depth: int = STACK,
+                   repeats: int = 3) -> tuple[float, float]:
     """(seconds of one forward + backward of one ``kind`` layer on ``ops``'s chunk, as
-    the mean over a stack of :data:`STACK` layers run as a model runs them; values
-    saved for backward per (row x width) of one layer)."""
+    the mean over a stack of ``stack_depth`` layers run as a model runs them, the
+    fastest of ``repeats``; values saved for backward per (row x width) of one layer)."""
     from gnnpipe.models import build_model
 
-    model = build_model({"model": kind, "layers": STACK + 2, "hidden": hidden, "dropout": 0.5}, 8, 4).to(dev)
-    stack = list(model.layers[1:STACK + 1])
+    model = build_model({"model": kind, "layers": stack_depth + 2, "hidden": hidden, "dropout": 0.5}, 8, 4).to(dev)
+    stack = list(model.layers[1:stack_depth + 1])
     x = torch.randn(n, hidden, device=dev, requires_grad=True)
     h0 = torch.randn(n, hidden, device=dev, requires_grad=True) if stack[0].needs_h0 else None
     g = torch.randn(n, hidden, device=dev)
@@ -117,7 +119,7 @@ def _layer_figures(kind: str, hidden: int, ops: Any, n: int, dev: torch.device) 
         h.backward(g)
 
     saved = _saved_bytes(stack[0], x, ops, h0) / (4.0 * n * hidden)
-    return min_time_s(step, 3) / STACK, saved
+    return min_time_s(step, repeats) / stack_depth, saved
 
 
 def _saved_bytes(layer: Any, x: torch.Tensor, ops: Any, h0: torch.Tensor | None) -> int:
@@ -170,9 +172,11 @@ def _saved_halo_values(kind: str, hidden: int, saved_own: float, ops: Any, dev: 
     return max(extra, 0.0) / (4.0 * max(plan.num_halo, 1) * hidden)
 
 
-def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int]:
+def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int, float]:
     """Measured in two fresh processes (workers' twins): ``(link bytes/s, latency s,
-    contention, a bare worker's resident bytes)``: a gloo ping-pong, then one stage
+    contention, a bare worker's resident bytes, each direction's bytes/s of an
+    exchange)``: a gloo ping-pong, the median of 8 exchanges (both send at once, as
+    a halo exchange does), then one stage
     layer's work (:func:`_stage_layer`) timed on one process alone and on both at once
     (``contention`` = both / alone: what sharing the node's cores and memory bandwidth
     costs each worker)."""
@@ -248,9 +252,21 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
                 dist.send(t, 0)
         return (time.perf_counter() - t0) / (2 * reps)
 
+    def exchange(t: torch.Tensor, reps: int) -> float:
+        back = torch.empty_like(t)
+        times = []
+        for _ in range(reps):
+            dist.barrier()
+            t0 = time.perf_counter()
+            for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, t, 1 - rank), dist.P2POp(dist.irecv, back, 1 - rank)]):
+                w.wait()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
     pingpong(big, 2)
     lat = pingpong(small, 50)
     one_way = pingpong(big, 8)
+    both_ways = exchange(big, 8)
     kernel = _stage_layer()
 
     dist.barrier()
@@ -258,9 +274,84 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
     dist.barrier()
     both = min_time_s(kernel, 9)
     if rank == 0:
-        q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss))
+        q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss,
+               nbytes / max(both_ways - lat, 1e-9)))
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _kernel_rates(ops: Any, h: int, kinds: Sequence[str], dev: torch.device, *, repeats: int = 7,
+                  stack_depth: int = STACK) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+    """The size-dependent rates of one worker's kernels measured on ``ops``'s whole
+    graph (at the threads set by the caller): ``({profile field: rate, "rows": {kind:
+    a layer's elementwise rest per (row x width)}}, {kind: seconds of one layer},
+    {kind: values a layer saves for backward per (row x width)})``.
+    Each kernel runs forward + backward, the fastest of ``repeats`` (a layer: of
+    ``min(repeats, 3)``, over a stack of ``stack_depth``)."""
+    from gnnpipe.models.layers import dropout
+    from gnnpipe.models.masks import MaskRows
+
+    n, e = ops.plan.num_own, int(ops.plan.indices.numel())
+    a = torch.randn(n, h, device=dev, requires_grad=True)
+    w = torch.randn(h, h, device=dev, requires_grad=True)
+    g = torch.randn(n, h, device=dev)
+    idx = torch.randint(0, n, (n,), device=dev)
+    buf = torch.randn(n, h, device=dev)
+    keep = torch.rand(n, h, device=dev) >= 0.5  # a stage's rows of its layer's mask, as it applies them
+    rates: dict[str, Any] = {
+        "matmul_s_per_flop": min_time_s(lambda: (a @ w).backward(g), repeats) / (2.0 * n * h * h),
+        "aggregate_s_per_edge_row": min_time_s(lambda: ops.aggregate(a, "gcn").backward(g), repeats) / (e * h),
+        "gather_s_per_byte": min_time_s(lambda: buf.index_add_(0, idx, buf[idx]), repeats) / (2.0 * n * h * 4),
+        # As the layers call it: the mask alone, its 1 / (1 - p) folded into their weights.
+        "dropout_s_per_value": min_time_s(lambda: dropout(a, 0.5, True, scaled=False).backward(g), repeats) / (n * h),
+        "mask_apply_s_per_value": min_time_s(
+            lambda: dropout(a, 0.5, True, MaskRows(keep, idx), scaled=False).backward(g), repeats) / (n * h),
+    }
+    rows, one_thread, saved = {}, {}, {}
+    for kind in kinds:
+        t, saved[kind] = _layer_figures(kind, h, ops, n, dev, stack_depth=stack_depth, repeats=min(repeats, 3))
+        one_thread[kind] = t
+        mm = (2 if kind in ("sage", "resgcn+") else 1) * 2.0 * n * h * h * rates["matmul_s_per_flop"]
+        agg = e * h * rates["aggregate_s_per_edge_row"]
+        drop = n * h * rates["dropout_s_per_value"]  # the layers' input dropout (p = 0.5 here)
+        rows[kind] = max(t - mm - agg - drop, 0.05 * t) / (n * h)
+    rates["rows"] = rows
+    return rates, one_thread, saved
+
+
+#: The largest graph the rates are measured on first (vertices; fewer when the graph to
+#: plan for is smaller).
+SMALL_ROWS = 20000
+#: The second measurement's graph: the graph's own size up to this many vertices
+#: (80 MB a [N, 100] float tensor, past the last-level cache of the machines at hand);
+#: larger graphs take its rates.
+LARGE_ROWS = 200000
+#: The second measurement is made where the graph has at least this many times the
+#: rows of the first.
+LARGE_MIN_FACTOR = 2.0
+_RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
+              "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
+
+
+def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev: torch.device, threads: int,
+                 cores: int, small: dict[str, Any], small_speedup: float) -> dict[str, Any]:
+    """The second measurement, on a synthetic graph of ``large_n`` vertices: each
+    size-dependent rate there over ``small``'s (the first measurement's), as
+    :attr:`HardwareProfile.large_rate_ratio`. The fastest of 2 repeats after a warm-up,
+    and one layer per kind, not a stack (a GCN layer's forward + backward over 200,000
+    rows takes about a second here)."""
+    from gnnpipe.kernels import ChunkOps
+
+    ops = ChunkOps.build(_plan(large_n, degree), device=dev)
+    torch.set_num_threads(threads)
+    rates, one_thread, _saved = _kernel_rates(ops, h, kinds, dev, repeats=2, stack_depth=1)
+    ratio = {key: rates[name] / small[name] for key, name in _RATE_KEYS.items() if small[name] > 0}
+    ratio["row"] = statistics.median(rates["rows"][k] / small["rows"][k] for k in kinds)
+    torch.set_num_threads(cores)
+    all_cores = _layer_figures(kinds[0], h, ops, large_n, dev, stack_depth=1, repeats=2)[0]
+    ratio["single_speedup"] = one_thread[kinds[0]] / all_cores / small_speedup
+    torch.set_num_threads(threads)
+    return {"large_rows": large_n, "large_rate_ratio": ratio}
 
 
 def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: float = 1.0,
@@ -277,9 +368,14 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     kernels' rates depend on the size too: calibrated on 20,000 vertices, the plan
     overpredicted graph and pipeline mode on Amazon Photo (7,650 vertices) and
     BlogCatalog (5,196) by 1.27-1.36x, at their own sizes by 0.97-1.08x
-    (``bench/results/plan_check.json`` at commits 61f7050 and bd5019e). ``link``: (bytes/s,
-    latency s) to use instead of measuring it. Rates are per forward unit, forward +
-    backward timed (module docstring)."""
+    (``bench/results/plan_check.json`` at commits 61f7050 and bd5019e). A graph with at
+    least :data:`LARGE_MIN_FACTOR` times those rows is measured a second time, on
+    ``min(N, LARGE_ROWS)`` vertices (:func:`_large_point`, a few seconds more): past
+    the cache the rates rise (over 200,000 rows an aggregation cost 4.2x its rate over
+    20,000 here, a dropout 3.3x), and a plan at 20,000 rows had put single and graph
+    mode on the 200k systems graph at 0.41-0.47x their measured epoch. ``link``:
+    (bytes/s, latency s) to use instead of measuring it. Rates are per forward unit,
+    forward + backward timed (module docstring)."""
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.model import InputProjection
 
@@ -288,43 +384,18 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     threads = max(1, cores // max(int(workers), 1))
     before = torch.get_num_threads()
     h = int(hidden)
-    plan = _plan(int(min(max(int(num_nodes), 2000), 20000)), min(max(float(mean_degree), 2.0), 100.0))
-    ops = ChunkOps.build(plan, device=dev)
-    n, e = plan.num_own, int(plan.indices.numel())
+    degree = min(max(float(mean_degree), 2.0), 100.0)
+    ops = ChunkOps.build(_plan(int(min(max(int(num_nodes), 2000), SMALL_ROWS)), degree), device=dev)
+    n = ops.plan.num_own
+    large_n = min(int(num_nodes), LARGE_ROWS)
     tiny_ops = ChunkOps.build(_plan(64, 4.0, seed=1), device=dev)
     figures: dict[str, Any] = {}
     try:
         torch.set_num_threads(threads)
-        a = torch.randn(n, h, device=dev, requires_grad=True)
-        w = torch.randn(h, h, device=dev, requires_grad=True)
-        g = torch.randn(n, h, device=dev)
-        figures["matmul_s_per_flop"] = min_time_s(lambda: (a @ w).backward(g)) / (2.0 * n * h * h)
-        figures["aggregate_s_per_edge_row"] = min_time_s(
-            lambda: ops.aggregate(a, "gcn").backward(g)) / (e * h)
-        idx = torch.randint(0, n, (n,), device=dev)
-        buf = torch.randn(n, h, device=dev)
-        figures["gather_s_per_byte"] = min_time_s(
-            lambda: buf.index_add_(0, idx, buf[idx])) / (2.0 * n * h * 4)
-        from gnnpipe.models.layers import dropout
-
-        # As the layers call it: the mask alone, its 1 / (1 - p) folded into their weights.
-        figures["dropout_s_per_value"] = min_time_s(
-            lambda: dropout(a, 0.5, True, scaled=False).backward(g)) / (n * h)
-        from gnnpipe.models.masks import MaskRows
-
-        keep = torch.rand(n, h, device=dev) >= 0.5  # a stage's rows of its layer's mask, as it applies them
-        figures["mask_apply_s_per_value"] = min_time_s(
-            lambda: dropout(a, 0.5, True, MaskRows(keep, idx), scaled=False).backward(g)) / (n * h)
-        rows, saved, saved_halo, one_thread = {}, {}, {}, {}
+        rates, one_thread, saved = _kernel_rates(ops, h, kinds, dev)
+        figures.update({k: v for k, v in rates.items() if k != "rows"})
         halo_ops = _halo_ops(dev)
-        for kind in kinds:
-            t, saved[kind] = _layer_figures(kind, h, ops, n, dev)
-            saved_halo[kind] = _saved_halo_values(kind, h, saved[kind], halo_ops, dev)
-            one_thread[kind] = t
-            mm = (2 if kind in ("sage", "resgcn+") else 1) * 2.0 * n * h * h * figures["matmul_s_per_flop"]
-            agg = e * h * figures["aggregate_s_per_edge_row"]
-            drop = n * h * figures["dropout_s_per_value"]  # the layers' input dropout (p = 0.5 here)
-            rows[kind] = max(t - mm - agg - drop, 0.05 * t) / (n * h)
+        saved_halo = {kind: _saved_halo_values(kind, h, saved[kind], halo_ops, dev) for kind in kinds}
         small = [_layer_figures(k, h, tiny_ops, 64, dev)[0] for k in kinds]
         figures["call_overhead_s"] = statistics.median(small)
         f, m = int(num_features), 4096
@@ -341,9 +412,12 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         torch.set_num_threads(cores)
         all_cores = statistics.median(_layer_figures(k, h, ops, n, dev)[0] for k in kinds[:2])
         speedup = statistics.median(one_thread[k] for k in kinds[:2]) / all_cores
+        if large_n >= LARGE_MIN_FACTOR * n:
+            figures.update(_large_point(large_n, degree, h, kinds, dev, threads, cores, rates, speedup))
+            figures["rate_rows"] = n
     finally:
         torch.set_num_threads(before)
-    bw, lat, contention, rss = (*link, 1.0, DEFAULT_RSS_BYTES) if link is not None else _link()
+    bw, lat, contention, rss, exchange_bw = (*link, 1.0, DEFAULT_RSS_BYTES, 0.0) if link is not None else _link()
     runtime = rss + WORKER_OVERHEAD_BYTES
     total = device_memory_bytes
     if total is None:
@@ -351,8 +425,10 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
                  else _mem_total_bytes())
     profile = HardwareProfile(
         device=dev.type, threads=threads, device_memory_bytes=int(total), link_bytes_per_s=float(bw),
+        exchange_bytes_per_s=float(exchange_bw),
         link_latency_s=float(lat), runtime_bytes=int(runtime) if dev.type == "cpu" else 0,
-        single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu", layer_row_s_per_value=rows, saved_values_per_row=saved,
+        single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu",
+        layer_row_s_per_value=rates["rows"], saved_values_per_row=saved,
         saved_halo_values_per_row=saved_halo,
         source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f})", **figures)
     logger.info("calibrated: %s", profile)

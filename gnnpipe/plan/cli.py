@@ -179,6 +179,7 @@ def _profile(a: argparse.Namespace, stats: Any) -> HardwareProfile:
     over: dict[str, Any] = {}
     if a.link_gbps is not None:
         over["link_bytes_per_s"] = a.link_gbps * 1e9 / 8
+        over["exchange_bytes_per_s"] = 0.0  # the given link's rate, both ways
     if a.link_latency_us is not None:
         over["link_latency_s"] = a.link_latency_us * 1e-6
     if a.memory_gb is not None or a.device_memory_gb is not None:

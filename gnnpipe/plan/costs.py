@@ -11,13 +11,17 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   per layer, drawn once over the way's rows: all N in pipeline mode), one call's fixed
   cost; in the chunked modes also the gather of
   its ``own + halo`` input rows and the scatter of their gradients;
+* each rate at the size of the kernel that pays it (``HardwareProfile.size_factor``:
+  measured on a second, larger graph where the graph to plan for is large; past the
+  cache a kernel's rows stream from memory);
 * ``single``: encode + L layers + classifier + Adam step, over all rows, at all cores
-  (``single_speedup``);
+  (``single_speedup``, also at the graph's size);
 * the chunked modes' compute is scaled by ``contention`` (the measured slow-down of
   each of the node's workers computing at once);
 * ``graph``: the slowest worker's own rows (its encode also covers its halo rows,
   X being replicated), plus the halo exchange of layers 2..L forward and backward
-  (``latency x peers + bytes / bandwidth`` each) and the weight all-reduce (ring);
+  (``latency x peers + bytes / bandwidth`` each, at the rate of both sides sending at
+  once) and the weight all-reduce (ring);
 * ``pipeline``/``hybrid``: per stage the sum over its way's chunks, stage 0's with the
   encode (projected group by group as chunks first read the rows:
   :mod:`gnnpipe.engine.encode_groups`; sparse features whole, before the first
@@ -147,14 +151,20 @@ def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float
     (a stage's, drawn once per layer: :func:`_mask_draw_s`), not drawn here."""
     d_in, d_out = m.dims[l - 1], m.dims[l]
     mats = 2 if m.kind in ("sage", "resgcn+") else (0 if m.kind == "mlp" else 1)
-    t = max(mats, 1) * 2.0 * own * d_in * d_out * p.matmul_s_per_flop
+    # Each rate at the rows its kernel works on (HardwareProfile.size_factor): the
+    # aggregation's at the rows it reads at random (the gathered own + halo rows),
+    # the others' at the rows the call computes (fitted on the 200k systems graph's
+    # chunks: the gather and dropout of a C = 8 chunk's 82,000 local rows cost their
+    # 25,000-row rate, an aggregation over them its 82,000-row rate).
+    t = max(mats, 1) * 2.0 * own * d_in * d_out * p.matmul_s_per_flop * p.size_factor("matmul", own)
     if m.kind != "mlp":
-        t += edges * d_in * p.aggregate_s_per_edge_row
-    t += own * d_out * p.row_cost(m.kind) + p.call_overhead_s
+        t += edges * d_in * p.aggregate_s_per_edge_row * p.size_factor("aggregate", local)
+    t += own * d_out * p.row_cost(m.kind) * p.size_factor("row", own) + p.call_overhead_s
     if m.dropout > 0:
-        t += local * d_in * (_mask_apply(p) if shared_mask else p.dropout_s_per_value)
+        t += local * d_in * (_mask_apply(p) * p.size_factor("mask_apply", own) if shared_mask
+                             else p.dropout_s_per_value * p.size_factor("dropout", own))
     if chunked:
-        t += local * d_in * _E * p.gather_s_per_byte
+        t += local * d_in * _E * p.gather_s_per_byte * p.size_factor("gather", own)
     return t
 
 
@@ -166,7 +176,8 @@ def _mask_draw_s(p: HardwareProfile, m: ModelShape, l: int, n: float) -> float:
     """A stage's draw of layer ``l``'s dropout mask over ``n`` rows, once per epoch."""
     if m.dropout <= 0:
         return 0.0
-    return n * m.dims[l - 1] * max(p.dropout_s_per_value - _mask_apply(p), 0.0)
+    return n * m.dims[l - 1] * max(p.dropout_s_per_value * p.size_factor("dropout", n)
+                                   - _mask_apply(p) * p.size_factor("mask_apply", n), 0.0)
 
 
 def _encode_s(p: HardwareProfile, m: ModelShape, g: GraphStats, rows: float) -> float:
@@ -178,9 +189,9 @@ def _encode_s(p: HardwareProfile, m: ModelShape, g: GraphStats, rows: float) -> 
 
 
 def _decode_s(p: HardwareProfile, m: ModelShape, rows: float) -> float:
-    t = rows * m.num_classes * p.row_cost(m.kind)
+    t = rows * m.num_classes * p.row_cost(m.kind) * p.size_factor("row", rows)
     if m.classifier:
-        t += 2.0 * rows * m.dims[-1] * m.num_classes * p.matmul_s_per_flop
+        t += 2.0 * rows * m.dims[-1] * m.num_classes * p.matmul_s_per_flop * p.size_factor("matmul", rows)
     return t
 
 
@@ -188,8 +199,9 @@ def _step_s(p: HardwareProfile, params: int) -> float:
     return 12.0 * params * _E * p.gather_s_per_byte
 
 
-def _msg_s(p: HardwareProfile, nbytes: float) -> float:
-    return p.link_latency_s + nbytes / p.link_bytes_per_s
+def _msg_s(p: HardwareProfile, nbytes: float, both_ways: bool = False) -> float:
+    """One message of ``nbytes``; ``both_ways``: while the peer sends as many back (an exchange)."""
+    return p.link_latency_s + nbytes / (p.exchange_rate() if both_ways else p.link_bytes_per_s)
 
 
 def _allreduce_s(p: HardwareProfile, ranks: int, params: int) -> float:
@@ -234,7 +246,8 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
     n, e, L = g.num_nodes, g.num_edges, m.layers
     if mode == "single":
         c = (_encode_s(p, m, g, n) + sum(_layer_s(p, m, l, n, e, n, False) for l in range(1, L + 1))
-             + _decode_s(p, m, n) + _step_s(p, m.num_params)) / max(p.single_speedup, 1.0)
+             + _decode_s(p, m, n) + _step_s(p, m.num_params)) / max(
+                 p.single_speedup * p.size_factor("single_speedup", n), 1.0)
         return TimeParts(c, c, 0.0, 0.0)
     if mode == "graph":
         cut = g.cut(workers)
@@ -245,7 +258,7 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
             t += sum(_layer_s(p, m, l, own, ed, own + halo, l >= 2) for l in range(1, L + 1))
             comp.append(t * p.contention)
             peers = workers - 1
-            comm.append(sum(2 * (peers * p.link_latency_s + halo * m.dims[l - 1] * _E / p.link_bytes_per_s)
+            comm.append(sum(2 * (peers * p.link_latency_s + halo * m.dims[l - 1] * _E / p.exchange_rate())
                             for l in range(2, L + 1)) + _allreduce_s(p, workers, m.num_params))
         c, w = max(comp), max(comm)
         return TimeParts(c + w, c, w, 0.0)
@@ -290,7 +303,7 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
             width = m.dims[ranges[0][1]] + (m.h0_dim if m.needs_h0 else 0)
             comm += 2 * (stages - 1) * _msg_s(p, way_rows / nk * width * _E) + 2 * nk * p.link_latency_s
         if ways > 1:
-            per_step = sum(2 * _msg_s(p, way_halo_rows / ways / nk * m.dims[l - 1] * _E)
+            per_step = sum(2 * _msg_s(p, way_halo_rows / ways / nk * m.dims[l - 1] * _E, both_ways=True)
                            for s, (a, b) in enumerate(ranges) for l in range(max(a, 2), b + 1))
             comm += nk * per_step / stages + max(_allreduce_s(p, ways, _stage_params(m, split, s))
                                                  for s in range(stages))

@@ -234,6 +234,14 @@ class HardwareProfile:
     process with torch loaded; CUDA: the allocator's count, 0); ``device_memory_bytes``
     the device's memory, split evenly between the workers of a node when
     ``shared_memory`` (CPU: the node's RAM); ``link_bytes_per_s`` / ``link_latency_s`` between workers.
+    ``exchange_bytes_per_s``: each direction's rate when two workers send to each
+    other at once, as a halo exchange does (0: taken as ``link_bytes_per_s``; gloo on
+    this project's 2-core machine: about half the one-way rate, measured ad hoc);
+    ``rate_rows``: the rows of the graph the rates were measured on; ``large_rows``
+    and ``large_rate_ratio``: a second measurement on a larger graph, each
+    size-dependent rate there over its value here (keys ``matmul``, ``aggregate``,
+    ``gather``, ``dropout``, ``mask_apply``, ``row``, ``single_speedup``;
+    :meth:`size_factor`).
     """
 
     device: str
@@ -257,6 +265,31 @@ class HardwareProfile:
     saved_halo_values_per_row: dict[str, float] = field(default_factory=dict)
     shared_memory: bool = False
     source: str = "measured"
+    exchange_bytes_per_s: float = 0.0
+    rate_rows: int = 0
+    large_rows: int = 0
+    large_rate_ratio: dict[str, float] = field(default_factory=dict)
+
+    def exchange_rate(self) -> float:
+        """Bytes/s each way of a two-sided exchange (:attr:`exchange_bytes_per_s`)."""
+        return self.exchange_bytes_per_s or self.link_bytes_per_s
+
+    def size_factor(self, rate: str, rows: float) -> float:
+        """How many times its calibrated value the rate ``rate`` (a key of
+        ``large_rate_ratio``) is on a kernel over ``rows`` rows: 1 up to ``rate_rows``
+        (the rows the rates were measured on), the measured ratio from ``large_rows``
+        on, and between them linear in ``log(rows)``. A kernel whose rows no longer
+        sit in the cache streams them from memory: on this project's 2-core machine an
+        aggregation cost 4.2x as much per (edge x width) over 200,000 rows as over
+        20,000, a dropout 3.3x (``bench/results/plan_rates_by_rows.json``). A profile
+        without a second measurement scales nothing."""
+        ratio = self.large_rate_ratio.get(rate)
+        if ratio is None or self.large_rows <= self.rate_rows or rows <= self.rate_rows:
+            return 1.0
+        if rows >= self.large_rows:
+            return ratio
+        share = math.log(rows / self.rate_rows) / math.log(self.large_rows / self.rate_rows)
+        return 1.0 + share * (ratio - 1.0)
 
     def row_cost(self, model: str) -> float:
         """Seconds per (row x width) of a layer's elementwise work for ``model``."""

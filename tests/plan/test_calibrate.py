@@ -1,6 +1,7 @@
 """The calibration's timer keeps the fastest repeat (the undisturbed machine), after an
 untimed warm-up call; halo rows' saved values are counted; the twin processes measure
-the link and a stage layer's contention."""
+the link, an exchange and a stage layer's contention; a graph well above the first
+measurement's size is measured a second time at its own size."""
 
 from __future__ import annotations
 
@@ -58,7 +59,29 @@ def test_the_twin_processes_measure_the_link_and_a_stage_layers_contention():
 
     layer = _stage_layer(num_nodes=600, chunks=3)
     layer()  # forward and backward over every chunk, in this process too
-    bw, lat, contention, rss = _link(bytes_big=1 << 20)
+    bw, lat, contention, rss, exchange_bw = _link(bytes_big=1 << 20)
     assert bw > 1e6 and 0 < lat < 0.1
+    assert exchange_bw > 1e6  # each direction of both sending at once
     assert 0.5 < contention < 4.0
     assert rss > 50 * 2**20  # torch and gnnpipe imported
+
+
+def test_a_large_graph_is_measured_again_at_its_size_and_a_small_one_is_not(monkeypatch):
+    """With the first measurement capped at 2,000 rows, a 5,000-vertex graph gets a
+    second one at 5,000 rows: every size-dependent rate's ratio, positive; a
+    3,000-vertex graph (less than twice the rows) none, and its predictions are
+    unscaled."""
+    import importlib
+
+    cal = importlib.import_module("gnnpipe.plan.calibrate")  # the package exports the function by this name
+    monkeypatch.setattr(cal, "SMALL_ROWS", 2000)
+    link = (1e9, 1e-5)
+    big = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=5000, link=link, kinds=("gcn",))
+    assert (big.rate_rows, big.large_rows) == (2000, 5000)
+    assert set(big.large_rate_ratio) == {"matmul", "aggregate", "gather", "dropout", "mask_apply", "row",
+                                         "single_speedup"}
+    assert all(v > 0 for v in big.large_rate_ratio.values())
+    assert big.exchange_bytes_per_s == 0.0 and big.exchange_rate() == 1e9  # a given link: its rate both ways
+    small = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=3000, link=link, kinds=("gcn",))
+    assert (small.large_rows, small.large_rate_ratio) == (0, {})
+    assert small.size_factor("aggregate", 10**6) == 1.0

@@ -1,0 +1,73 @@
+"""The cost model prices each kernel at its own size: a rate measured on a second,
+larger graph applies to kernels of that many rows, log-linearly between the two
+measurements, and a profile without one scales nothing; a halo exchange is priced at
+the rate of both sides sending at once."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import gnnpipe
+from gnnpipe.config import ModelConfig
+from gnnpipe.plan import ModelShape, graph_stats
+from gnnpipe.plan.cli import profile_from_figures
+from gnnpipe.plan.costs import predict_time
+
+KEYS = ("matmul", "aggregate", "gather", "dropout", "mask_apply", "row", "single_speedup")
+
+
+def _profile(**kw):
+    return replace(profile_from_figures(flops=1e10, link_gbps=10.0, device_memory_gb=16.0), **kw)
+
+
+def test_size_factor_is_one_up_to_the_measured_rows_the_ratio_past_the_large_ones_log_linear_between():
+    p = _profile(rate_rows=1000, large_rows=100_000, large_rate_ratio={"aggregate": 3.0})
+    assert p.size_factor("aggregate", 10) == 1.0
+    assert p.size_factor("aggregate", 1000) == 1.0
+    assert p.size_factor("aggregate", 10_000) == pytest.approx(2.0)  # half-way in log(rows)
+    assert p.size_factor("aggregate", 100_000) == pytest.approx(3.0)
+    assert p.size_factor("aggregate", 10**9) == pytest.approx(3.0)
+    assert p.size_factor("dropout", 10**6) == 1.0  # not measured: unscaled
+    assert _profile().size_factor("aggregate", 10**6) == 1.0  # no second measurement
+
+
+@pytest.fixture(scope="module")
+def stats():
+    return graph_stats(gnnpipe.load_dataset("synthetic", num_nodes=400))
+
+
+def _shape(stats):
+    return ModelShape.of(ModelConfig(model="gcn", layers=4, hidden=16, dropout=0.5), stats.num_features,
+                         stats.num_classes)
+
+
+def test_kernels_on_more_rows_than_measured_cost_their_large_rate(stats):
+    """Ratios of 2 measured at the graph's own size double every layer's kernels in
+    single mode (encode and step are not scaled; the speedup keeps its ratio of 1);
+    measured at 100 rows, a 2-chunk pipeline's chunks (about 200 rows) pay between 1 and
+    2 times, less than single mode's whole graph."""
+    shape = _shape(stats)
+    n = stats.num_nodes
+    flat = _profile()
+    doubled = _profile(rate_rows=100, large_rows=n, large_rate_ratio={k: 2.0 for k in KEYS if k != "single_speedup"})
+    args = dict(workers=1, ways=1, stages=1, chunks=1, split=(4,))
+    base = predict_time(flat, shape, stats, mode="single", **args).epoch_s
+    big = predict_time(doubled, shape, stats, mode="single", **args).epoch_s
+    assert 1.5 * base < big < 2.0 * base
+    pipe = dict(workers=2, ways=1, stages=2, chunks=2, split=(2, 2))
+    p_base = predict_time(flat, shape, stats, mode="pipeline", **pipe).compute_s
+    p_big = predict_time(doubled, shape, stats, mode="pipeline", **pipe).compute_s
+    assert p_base < p_big < big / base * p_base
+
+
+def test_graph_mode_exchanges_at_the_two_sided_rate(stats):
+    shape = _shape(stats)
+    one_way = _profile()
+    args = dict(workers=2, ways=2, stages=1, chunks=2, split=(4,))
+    comm = predict_time(one_way, shape, stats, mode="graph", **args).comm_s
+    assert _profile(exchange_bytes_per_s=one_way.link_bytes_per_s).exchange_rate() == one_way.link_bytes_per_s
+    halved = predict_time(_profile(exchange_bytes_per_s=one_way.link_bytes_per_s / 2), shape, stats, mode="graph",
+                          **args).comm_s
+    assert halved > comm
