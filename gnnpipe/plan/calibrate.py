@@ -371,9 +371,11 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     (``bench/results/plan_check.json`` at commits 61f7050 and bd5019e). A graph with at
     least :data:`LARGE_MIN_FACTOR` times those rows is measured a second time, on
     ``min(N, LARGE_ROWS)`` vertices (:func:`_large_point`, a few seconds more): past
-    the cache the rates rise (over 200,000 rows an aggregation cost 4.2x its rate over
-    20,000 here, a dropout 3.3x), and a plan at 20,000 rows had put single and graph
-    mode on the 200k systems graph at 0.41-0.47x their measured epoch. ``link``:
+    the cache the rates rise (over 200,000 rows an aggregation cost 3.4x its rate over
+    20,000 here, a dropout 5.4x), and without it the plan put single, graph, pipeline
+    and hybrid mode on the 200k systems graph at 0.24, 0.31, 0.66 and 0.48 of their
+    measured epochs, with it at 0.67, 0.74, 1.00 and 0.76
+    (``bench/results/plan_check_200k.json``; the same calibration). ``link``:
     (bytes/s, latency s) to use instead of measuring it. Rates are per forward unit,
     forward + backward timed (module docstring)."""
     from gnnpipe.kernels import ChunkOps
@@ -430,6 +432,8 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu",
         layer_row_s_per_value=rates["rows"], saved_values_per_row=saved,
         saved_halo_values_per_row=saved_halo,
-        source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f})", **figures)
+        source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f}"
+               + (f"; rates at {n:,} and {figures['large_rows']:,} rows)" if "large_rows" in figures else ")"),
+        **figures)
     logger.info("calibrated: %s", profile)
     return profile

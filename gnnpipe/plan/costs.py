@@ -153,9 +153,10 @@ def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float
     mats = 2 if m.kind in ("sage", "resgcn+") else (0 if m.kind == "mlp" else 1)
     # Each rate at the rows its kernel works on (HardwareProfile.size_factor): the
     # aggregation's at the rows it reads at random (the gathered own + halo rows),
-    # the others' at the rows the call computes (fitted on the 200k systems graph's
-    # chunks: the gather and dropout of a C = 8 chunk's 82,000 local rows cost their
-    # 25,000-row rate, an aggregation over them its 82,000-row rate).
+    # the others' at the rows the call computes. On the 200k systems graph's C = 8
+    # chunks (25,000 own, 82,000 local rows; bench/results/chunk_rates.json) an
+    # aggregation cost 0.99-1.01x the rate of a whole graph of its local rows and
+    # 1.90-1.96x that of its own rows; the gather with dropout 1.01-1.02x its own rows'.
     t = max(mats, 1) * 2.0 * own * d_in * d_out * p.matmul_s_per_flop * p.size_factor("matmul", own)
     if m.kind != "mlp":
         t += edges * d_in * p.aggregate_s_per_edge_row * p.size_factor("aggregate", local)

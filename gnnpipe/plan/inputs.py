@@ -278,11 +278,14 @@ class HardwareProfile:
         """How many times its calibrated value the rate ``rate`` (a key of
         ``large_rate_ratio``) is on a kernel over ``rows`` rows: 1 up to ``rate_rows``
         (the rows the rates were measured on), the measured ratio from ``large_rows``
-        on, and between them linear in ``log(rows)``. A kernel whose rows no longer
-        sit in the cache streams them from memory: on this project's 2-core machine an
-        aggregation cost 4.2x as much per (edge x width) over 200,000 rows as over
-        20,000, a dropout 3.3x (``bench/results/plan_rates_by_rows.json``). A profile
-        without a second measurement scales nothing."""
+        on, and between them linear in ``log(rows)``. Past the cache a kernel streams
+        its rows from memory, and on CPU past glibc's 32 MiB mmap threshold each of its
+        outputs is fresh pages: on this project's 2-core machine an aggregation cost
+        3.4x as much per (edge x width) over 200,000 rows as over 20,000, a dropout 5.4x
+        (the calibration of ``bench/results/plan_check_200k.json``), and a gather with
+        dropout 1.2 ns a value over 82,000 rows against 6.4 over 100,000
+        (``bench/results/chunk_rates.json``): a step the interpolation smooths. A
+        profile without a second measurement scales nothing."""
         ratio = self.large_rate_ratio.get(rate)
         if ratio is None or self.large_rows <= self.rate_rows or rows <= self.rate_rows:
             return 1.0

@@ -81,6 +81,7 @@ def test_a_large_graph_is_measured_again_at_its_size_and_a_small_one_is_not(monk
     assert set(big.large_rate_ratio) == {"matmul", "aggregate", "gather", "dropout", "mask_apply", "row",
                                          "single_speedup"}
     assert all(v > 0 for v in big.large_rate_ratio.values())
+    assert "rates at 2,000 and 5,000 rows" in big.source  # what the plan's header prints
     assert big.exchange_bytes_per_s == 0.0 and big.exchange_rate() == 1e9  # a given link: its rate both ways
     small = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=3000, link=link, kinds=("gcn",))
     assert (small.large_rows, small.large_rate_ratio) == (0, {})
