@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gnnpipe.config import ModelConfig  # noqa: E402
+from gnnpipe.config import ModelConfig, default_snapshot_period, stale_sensitive  # noqa: E402
 from gnnpipe.data import load_dataset  # noqa: E402
 from gnnpipe.data.options import parse_option_words  # noqa: E402
 from gnnpipe.plan import ModelShape, calibrate, graph_stats, make_plan  # noqa: E402
@@ -49,7 +49,8 @@ def layouts(chunks: int = 8) -> dict[str, tuple[list[str], dict[str, Any]]]:
     return {
         "single": (["--mode", "single"], {"modes": ("single",)}),
         "graph": (["--mode", "graph", "--workers", "2"], {"modes": ("graph",)}),
-        "pipeline": (["--mode", "pipeline", "--workers", "2", "--chunks", c], {"modes": ("pipeline",), "chunks": chunks}),
+        "pipeline": (["--mode", "pipeline", "--workers", "2", "--chunks", c],
+                     {"modes": ("pipeline",), "chunks": chunks}),
         "hybrid": (["--mode", "hybrid", "--workers", "2", "--ways", "2", "--chunks", c],
                    {"modes": ("hybrid",), "ways": 2, "chunks": chunks}),
     }
@@ -60,9 +61,11 @@ LAYOUTS = layouts()
 
 def predicted_layout(stats: Any, model: Any, profile: Any, workers: int, **restrict: Any) -> Any:
     """The plan's candidate for one layout (``restrict``: make_plan's mode, ways, chunks,
-    ...), at the equal stage split, as a run given that layout trains it."""
+    ...), at the equal stage split and the trainer's default snapshot period for the
+    model (R = 1 for a deep GCN or GraphSAGE), as a run given that layout trains it."""
     shape = ModelShape.of(model, stats.num_features, stats.num_classes)
-    plan = make_plan(stats, shape, profile, workers=workers, **restrict)
+    period = default_snapshot_period(stale_sensitive(model.model, model.layers))
+    plan = make_plan(stats, shape, profile, workers=workers, snapshot_period=period, **restrict)
     return next(c for c in plan.candidates if c.split in ("equal", "-"))
 
 

@@ -45,6 +45,19 @@ KINDS = ("gcn", "sage", "gcnii", "resgcn+")
 #: Layers timed in a row per kind (their mean is one layer's cost).
 STACK = 4
 
+#: The largest graph the rates are measured on first (vertices; fewer when the graph to
+#: plan for is smaller).
+SMALL_ROWS = 20000
+#: The second measurement's graph: the graph's own size up to this many vertices
+#: (80 MB a [N, 100] float tensor, past the last-level cache of the machines at hand);
+#: larger graphs take its rates.
+LARGE_ROWS = 200000
+#: The second measurement is made where the graph has at least this many times the
+#: rows of the first.
+LARGE_MIN_FACTOR = 2.0
+_RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
+              "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
+
 
 def _repeat_s(fn: Callable[[], Any], repeats: int) -> list[float]:
     """Seconds of each of ``repeats`` timed calls of ``fn`` after one untimed warm-up."""
@@ -258,7 +271,8 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
         for _ in range(reps):
             dist.barrier()
             t0 = time.perf_counter()
-            for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, t, 1 - rank), dist.P2POp(dist.irecv, back, 1 - rank)]):
+            ops = [dist.P2POp(dist.isend, t, 1 - rank), dist.P2POp(dist.irecv, back, 1 - rank)]
+            for w in dist.batch_isend_irecv(ops):
                 w.wait()
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
@@ -319,27 +333,14 @@ def _kernel_rates(ops: Any, h: int, kinds: Sequence[str], dev: torch.device, *, 
     return rates, one_thread, saved
 
 
-#: The largest graph the rates are measured on first (vertices; fewer when the graph to
-#: plan for is smaller).
-SMALL_ROWS = 20000
-#: The second measurement's graph: the graph's own size up to this many vertices
-#: (80 MB a [N, 100] float tensor, past the last-level cache of the machines at hand);
-#: larger graphs take its rates.
-LARGE_ROWS = 200000
-#: The second measurement is made where the graph has at least this many times the
-#: rows of the first.
-LARGE_MIN_FACTOR = 2.0
-_RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
-              "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
-
-
 def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev: torch.device, threads: int,
                  cores: int, small: dict[str, Any], small_speedup: float) -> dict[str, Any]:
     """The second measurement, on a synthetic graph of ``large_n`` vertices: each
     size-dependent rate there over ``small``'s (the first measurement's), as
-    :attr:`HardwareProfile.large_rate_ratio`. The fastest of 2 repeats after a warm-up,
-    and one layer per kind, not a stack (a GCN layer's forward + backward over 200,000
-    rows takes about a second here)."""
+    :attr:`HardwareProfile.large_rate_ratio` (``single_speedup``: the first kind's
+    layer with all cores against one thread, over ``small_speedup``). The fastest of 2
+    repeats after a warm-up, and one layer per kind, not a stack (a GCN layer's forward
+    + backward over 200,000 rows takes about a second here)."""
     from gnnpipe.kernels import ChunkOps
 
     ops = ChunkOps.build(_plan(large_n, degree), device=dev)
