@@ -84,11 +84,13 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
         logging.getLogger("gnnpipe.train").warning(
             "%s has no validation vertices: the best epoch is the last evaluated one and patience does not apply",
             graph.name or "the graph")
-    plan = None
+    plan, plan_s = None, 0.0
     from gnnpipe.plan.auto import needs_plan, resolve_auto
 
     if needs_plan(run_config):  # --mode auto / --chunks auto: the planner's choice on this graph
+        t_plan = time.time()
         run_config, plan = resolve_auto(run_config, graph, torchrun=env is not None)
+        plan_s = time.time() - t_plan
     layout = resolve_layout(run_config, graph.num_nodes,
                             launcher_world_size=None if env is None else env.world_size,
                             local_world_size=None if env is None else env.local_world_size)
@@ -107,7 +109,7 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
     job = Job(config=run_config, layout=layout, dataset=dataset, checkpoint_dataset=checkpoint_dataset,
               self_loops_removed=int(graph.num_edges - g.num_edges), t_start=time.time(),
               resume_from=_resume_point(run_config, layout, checkpoint_dataset),
-              startup={"process_start_unix_s": process_start_unix_s(), "load_s": load_s})
+              startup={"process_start_unix_s": process_start_unix_s(), "load_s": load_s, "plan_s": plan_s})
     if plan is not None:
         from dataclasses import replace
 

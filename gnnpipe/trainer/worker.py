@@ -84,14 +84,16 @@ def _checkpointing(job: Job, rank: int, device: torch.device, comm: Comm,
 
 def _startup(job: Job, slowest: list[float], first_epoch_unix_s: float) -> dict[str, Any]:
     """Where the time before the first epoch went (measured; the slowest rank's spawn,
-    build, history start and resume). ``spawn_s``: from the launch to the process group
+    build, history start and resume). ``plan_s``: the planner's choice for ``auto``,
+    its calibration included (0 without ``auto``). ``spawn_s``: from the launch to the process group
     being up (local launch; 0 otherwise); ``build_s``: model, runner and plans on the
     device; ``history_start_s``: this run's history start (0 on a resume, which restores
     it); ``resume_s``: reading, verifying and loading the checkpoint (0 without a resume);
     ``to_first_epoch_s``: from the process start to the first epoch (None where the
     process start cannot be read)."""
     t0 = job.startup.get("process_start_unix_s")
-    return {"load_s": float(job.startup.get("load_s", 0.0)), "partition_s": float(job.startup.get("partition_s", 0.0)),
+    return {"load_s": float(job.startup.get("load_s", 0.0)), "plan_s": float(job.startup.get("plan_s", 0.0)),
+            "partition_s": float(job.startup.get("partition_s", 0.0)),
             "spawn_s": slowest[0], "build_s": slowest[1], "history_start_s": slowest[2], "resume_s": slowest[3],
             "to_first_epoch_s": None if t0 is None else first_epoch_unix_s - t0}
 

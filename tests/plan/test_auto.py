@@ -54,6 +54,11 @@ def test_mode_auto_with_one_worker_trains_single_and_the_record_says_so(graph, p
     assert rec["mode"] == "single" and rec["plan"]["chosen"]["mode"] == "single"
     assert rec["plan"]["requested"]["mode"] == "auto" and rec["plan"]["reason"]
     assert rec["config"]["parallel"]["mode"] == "single"
+    # The planner's time is part of the start-up the record accounts for.
+    startup = rec["extra"]["startup"]
+    assert 0 < startup["plan_s"] <= startup["to_first_epoch_s"]
+    plain = gnnpipe.train(graph, MODEL, TRAIN, ParallelConfig(mode="single", workers=1))
+    assert plain["extra"]["startup"]["plan_s"] == 0.0
 
 
 def test_chunks_auto_resolves_to_a_valid_c_and_the_record_says_so(graph, profile_env):
