@@ -61,11 +61,12 @@ LAYOUTS = layouts()
 
 def predicted_layout(stats: Any, model: Any, profile: Any, workers: int, **restrict: Any) -> Any:
     """The plan's candidate for one layout (``restrict``: make_plan's mode, ways, chunks,
-    ...), at the equal stage split and the trainer's default snapshot period for the
-    model (R = 1 for a deep GCN or GraphSAGE), as a run given that layout trains it."""
+    ...), at the equal stage split and, unless ``restrict`` names one, the trainer's
+    default snapshot period for the model (R = 1 for a deep GCN or GraphSAGE), as a run
+    given that layout trains it."""
     shape = ModelShape.of(model, stats.num_features, stats.num_classes)
-    period = default_snapshot_period(stale_sensitive(model.model, model.layers))
-    plan = make_plan(stats, shape, profile, workers=workers, snapshot_period=period, **restrict)
+    restrict.setdefault("snapshot_period", default_snapshot_period(stale_sensitive(model.model, model.layers)))
+    plan = make_plan(stats, shape, profile, workers=workers, **restrict)
     return next(c for c in plan.candidates if c.split in ("equal", "-"))
 
 
