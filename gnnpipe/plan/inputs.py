@@ -236,7 +236,8 @@ class HardwareProfile:
     ``shared_memory`` (CPU: the node's RAM); ``link_bytes_per_s`` / ``link_latency_s`` between workers.
     ``exchange_bytes_per_s``: each direction's rate when two workers send to each
     other at once, as a halo exchange does (0: taken as ``link_bytes_per_s``; gloo on
-    this project's 2-core machine: about half the one-way rate, measured ad hoc);
+    this project's 2-core machine, in the calibration of
+    ``bench/results/plan_check_200k.json``: 1.20 GB/s against 3.73 GB/s one way);
     ``rate_rows``: the rows of the graph the rates were measured on; ``large_rows``
     and ``large_rate_ratio``: a second measurement on a larger graph, each
     size-dependent rate there over its value here (keys ``matmul``, ``aggregate``,
