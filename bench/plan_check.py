@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         profile = calibrate(hidden=model.hidden, num_features=int(x.shape[1]), feature_density=density,
                             mean_degree=graph.num_edges / graph.num_nodes, num_nodes=graph.num_nodes, workers=2,
-                            kinds=(model.model,))
+                            kinds=(model.model,), graph=graph)
         cal_s = time.time() - t0
         results.setdefault(name, {})["calibration"] = {"calibration_s": cal_s, "profile": profile.__dict__}
         for mode in args.modes.split(","):

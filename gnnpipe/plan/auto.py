@@ -35,7 +35,7 @@ def needs_plan(run_config: Any) -> bool:
     return p.mode == "auto" or p.chunks == "auto"
 
 
-def _profile(run_config: Any, stats: Any) -> Any:
+def _profile(run_config: Any, stats: Any, graph: Any) -> Any:
     from gnnpipe.plan.calibrate import calibrate
     from gnnpipe.plan.inputs import read_profile
 
@@ -47,7 +47,7 @@ def _profile(run_config: Any, stats: Any) -> Any:
                      mean_degree=stats.num_edges / max(stats.num_nodes, 1), num_nodes=int(stats.num_nodes),
                      workers=int(run_config.parallel.workers),
                      kinds=(m.model,) if m.model != "mlp" else ("gcn",),
-                     device="cuda" if run_config.parallel.device == "cuda" else "cpu")
+                     device="cuda" if run_config.parallel.device == "cuda" else "cpu", graph=graph)
 
 
 def resolve_auto(run_config: Any, graph: Any, *, torchrun: bool = False) -> tuple[Any, dict[str, Any]]:
@@ -68,7 +68,7 @@ def resolve_auto(run_config: Any, graph: Any, *, torchrun: bool = False) -> tupl
         modes = ("hybrid",) if p.ways > 1 else tuple(m for m in MODES if m != "hybrid")
     stats = graph_stats(graph, method=p.partition, seed=int(run_config.train.seed))
     shape = ModelShape.of(run_config.model, stats.num_features, stats.num_classes)
-    profile = _profile(run_config, stats)
+    profile = _profile(run_config, stats, graph)
     plan = make_plan(stats, shape, profile, workers=int(p.workers), modes=modes,
                      ways=p.ways if (p.ways or 1) > 1 else None,
                      chunks=None if p.chunks == "auto" else p.chunks,

@@ -334,16 +334,21 @@ def _kernel_rates(ops: Any, h: int, kinds: Sequence[str], dev: torch.device, *, 
 
 
 def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev: torch.device, threads: int,
-                 cores: int, small: dict[str, Any], small_speedup: float) -> dict[str, Any]:
-    """The second measurement, on a synthetic graph of ``large_n`` vertices: each
-    size-dependent rate there over ``small``'s (the first measurement's), as
+                 cores: int, small: dict[str, Any], small_speedup: float, graph: Any = None) -> dict[str, Any]:
+    """The second measurement, on ``graph`` (the run's own, in its own order) where one
+    is given with at most :data:`LARGE_ROWS` vertices, else on a synthetic graph of
+    ``large_n`` vertices: each size-dependent rate there over ``small``'s (the first
+    measurement's), as
     :attr:`HardwareProfile.large_rate_ratio` (``single_speedup``: the first kind's
     layer with all cores against one thread, over ``small_speedup``). The fastest of 2
     repeats after a warm-up, and one layer per kind, not a stack (a GCN layer's forward
     + backward over 200,000 rows takes about a second here)."""
     from gnnpipe.kernels import ChunkOps
+    from gnnpipe.partition import whole_graph_plan
 
-    ops = ChunkOps.build(_plan(large_n, degree), device=dev)
+    own = graph is not None and graph.num_nodes <= LARGE_ROWS
+    ops = ChunkOps.build(whole_graph_plan(graph.remove_self_loops()) if own else _plan(large_n, degree), device=dev)
+    large_n = ops.plan.num_own
     torch.set_num_threads(threads)
     rates, one_thread, _saved = _kernel_rates(ops, h, kinds, dev, repeats=2, stack_depth=1)
     ratio = {key: rates[name] / small[name] for key, name in _RATE_KEYS.items() if small[name] > 0}
@@ -352,13 +357,13 @@ def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev:
     all_cores = _layer_figures(kinds[0], h, ops, large_n, dev, stack_depth=1, repeats=2)[0]
     ratio["single_speedup"] = one_thread[kinds[0]] / all_cores / small_speedup
     torch.set_num_threads(threads)
-    return {"large_rows": large_n, "large_rate_ratio": ratio}
+    return {"large_rows": large_n, "large_rate_ratio": ratio, "large_on_graph": own}
 
 
 def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: float = 1.0,
               mean_degree: float = 16.0, num_nodes: int = 20000, workers: int = 2,
               link: tuple[float, float] | None = None, device_memory_bytes: int | None = None,
-              device: str = "cpu", kinds: tuple[str, ...] = KINDS) -> HardwareProfile:
+              device: str = "cpu", kinds: tuple[str, ...] = KINDS, graph: Any = None) -> HardwareProfile:
     """Measure this machine (a few seconds) at one worker's share of the cores.
 
     ``mean_degree`` and ``num_nodes``: in-edges per vertex (E / N) and vertices of the
@@ -377,8 +382,11 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     and hybrid mode on the 200k systems graph at 0.24, 0.31, 0.66 and 0.48 of their
     measured epochs, with it at 0.67, 0.74, 1.00 and 0.76
     (``bench/results/plan_check_200k.json``; the same calibration). ``link``:
-    (bytes/s, latency s) to use instead of measuring it. Rates are per forward unit,
-    forward + backward timed (module docstring)."""
+    (bytes/s, latency s) to use instead of measuring it. ``graph``: the run's own graph,
+    where the caller has it: the second measurement times its kernels on it, in its own
+    order (the 200k systems graph's whole-graph aggregation cost 1.37x the rate of the
+    synthetic graph of its size, ``bench/results/chunk_rates.json``). Rates are per
+    forward unit, forward + backward timed (module docstring)."""
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.model import InputProjection
 
@@ -416,7 +424,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         all_cores = statistics.median(_layer_figures(k, h, ops, n, dev)[0] for k in kinds[:2])
         speedup = statistics.median(one_thread[k] for k in kinds[:2]) / all_cores
         if large_n >= LARGE_MIN_FACTOR * n:
-            figures.update(_large_point(large_n, degree, h, kinds, dev, threads, cores, rates, speedup))
+            figures.update(_large_point(large_n, degree, h, kinds, dev, threads, cores, rates, speedup, graph))
             figures["rate_rows"] = n
     finally:
         torch.set_num_threads(before)
@@ -426,6 +434,10 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     if total is None:
         total = (torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda"
                  else _mem_total_bytes())
+    sizes = ""
+    if "large_rows" in figures:
+        sizes = f"; rates at {n:,} and {figures['large_rows']:,} rows"
+        sizes += ", the second on the graph itself" if figures.pop("large_on_graph") else ""
     profile = HardwareProfile(
         device=dev.type, threads=threads, device_memory_bytes=int(total), link_bytes_per_s=float(bw),
         exchange_bytes_per_s=float(exchange_bw),
@@ -433,8 +445,6 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu",
         layer_row_s_per_value=rates["rows"], saved_values_per_row=saved,
         saved_halo_values_per_row=saved_halo,
-        source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f}"
-               + (f"; rates at {n:,} and {figures['large_rows']:,} rows)" if "large_rows" in figures else ")"),
-        **figures)
+        source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f}{sizes})", **figures)
     logger.info("calibrated: %s", profile)
     return profile

@@ -137,7 +137,8 @@ def _calibrate_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _stats(a: argparse.Namespace) -> Any:
+def _stats(a: argparse.Namespace) -> tuple[Any, Any]:
+    """``(graph statistics, the graph or None)``."""
     from gnnpipe.plan.inputs import graph_stats, stats_only
 
     given = [a.num_nodes, a.num_edges, a.features, a.classes]
@@ -149,16 +150,16 @@ def _stats(a: argparse.Namespace) -> Any:
         from gnnpipe.data.options import parse_option_words
 
         graph = load_dataset(a.dataset, root=a.data_root, **parse_option_words(a.data_option))
-        return graph_stats(graph, method=a.partition, seed=a.seed)
+        return graph_stats(graph, method=a.partition, seed=a.seed), graph
     if any(v is None for v in given):
         raise ConfigError("command line: expected --dataset, or all of --num-nodes --num-edges --features "
                           "--classes")
     return stats_only(num_nodes=a.num_nodes, num_edges=a.num_edges, num_features=a.features,
                       num_classes=a.classes, edge_cut_fraction=a.edge_cut_fraction,
-                      feature_density=a.feature_density)
+                      feature_density=a.feature_density), None
 
 
-def _profile(a: argparse.Namespace, stats: Any) -> HardwareProfile:
+def _profile(a: argparse.Namespace, stats: Any, graph: Any = None) -> HardwareProfile:
     from gnnpipe.plan.inputs import read_profile
 
     if a.profile is not None:
@@ -175,7 +176,7 @@ def _profile(a: argparse.Namespace, stats: Any) -> HardwareProfile:
         prof = calibrate(hidden=a.hidden, num_features=stats.num_features, feature_density=stats.feature_density,
                          mean_degree=stats.num_edges / max(stats.num_nodes, 1), num_nodes=int(stats.num_nodes),
                          workers=a.workers, link=link,
-                         kinds=(a.model,) if a.model != "mlp" else ("gcn",))
+                         kinds=(a.model,) if a.model != "mlp" else ("gcn",), graph=graph)
     over: dict[str, Any] = {}
     if a.link_gbps is not None:
         over["link_bytes_per_s"] = a.link_gbps * 1e9 / 8
@@ -230,8 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             classifier=a.classifier)
         if a.snapshot_period is None:  # the trainer's default for this model
             a.snapshot_period = default_snapshot_period(stale_sensitive(a.model, a.layers))
-        stats = _stats(a)
-        prof = _profile(a, stats)
+        stats, graph = _stats(a)
+        prof = _profile(a, stats, graph)
         shape = ModelShape.of(model, stats.num_features, stats.num_classes)
         plan = make_plan(stats, shape, prof, workers=a.workers,
                          modes=(a.mode,) if a.mode else ("single", "graph", "pipeline", "hybrid"),

@@ -86,3 +86,22 @@ def test_a_large_graph_is_measured_again_at_its_size_and_a_small_one_is_not(monk
     small = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=3000, link=link, kinds=("gcn",))
     assert (small.large_rows, small.large_rate_ratio) == (0, {})
     assert small.size_factor("aggregate", 10**6) == 1.0
+
+
+def test_given_the_runs_graph_the_second_measurement_times_its_kernels_on_it(monkeypatch):
+    """The planner passes the run's own graph: the second measurement is made on it, in
+    its own order (no synthetic graph of its size is built), and the source says so."""
+    import importlib
+
+    import gnnpipe
+
+    cal = importlib.import_module("gnnpipe.plan.calibrate")
+    monkeypatch.setattr(cal, "SMALL_ROWS", 2000)
+    built = []
+    synthetic = cal._plan
+    monkeypatch.setattr(cal, "_plan", lambda n, *a, **k: built.append(n) or synthetic(n, *a, **k))
+    graph = gnnpipe.load_dataset("synthetic", num_nodes=5000)
+    prof = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=5000, link=(1e9, 1e-5),
+                         kinds=("gcn",), graph=graph)
+    assert 5000 not in built and (prof.rate_rows, prof.large_rows) == (2000, 5000)
+    assert prof.source.endswith("rates at 2,000 and 5,000 rows, the second on the graph itself)")
