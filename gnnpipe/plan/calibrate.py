@@ -380,8 +380,9 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     the cache the rates rise (over 200,000 rows an aggregation cost 3.4x its rate over
     20,000 here, a dropout 5.4x), and without it the plan put single, graph, pipeline
     and hybrid mode on the 200k systems graph at 0.24, 0.31, 0.66 and 0.48 of their
-    measured epochs, with it at 0.67, 0.74, 1.00 and 0.76
-    (``bench/results/plan_check_200k.json``; the same calibration). ``link``:
+    measured epochs, with it (on a synthetic graph) at 0.67, 0.74, 1.00 and 0.76
+    (``bench/results/plan_check_200k.json``; the same calibration), and with it on the
+    graph itself at 0.78, 0.89, 1.23 and 0.87 (``plan_check_200k_own_graph.json``). ``link``:
     (bytes/s, latency s) to use instead of measuring it. ``graph``: the run's own graph,
     where the caller has it: the second measurement times its kernels on it, in its own
     order (the 200k systems graph's whole-graph aggregation cost 1.37x the rate of the
