@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gnnpipe.config import ModelConfig, default_snapshot_period, stale_sensitive  # noqa: E402
 from gnnpipe.data import load_dataset  # noqa: E402
 from gnnpipe.data.options import parse_option_words  # noqa: E402
-from gnnpipe.plan import ModelShape, calibrate, graph_stats, make_plan  # noqa: E402
+from gnnpipe.plan import ModelShape, graph_stats, make_plan  # noqa: E402
+from gnnpipe.plan.calibrate import calibrate_for  # noqa: E402
 from gnnpipe.trainer.record import machine_info, write_json_atomic  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "plan_check.json"
@@ -54,9 +55,6 @@ def layouts(chunks: int = 8) -> dict[str, tuple[list[str], dict[str, Any]]]:
         "hybrid": (["--mode", "hybrid", "--workers", "2", "--ways", "2", "--chunks", c],
                    {"modes": ("hybrid",), "ways": 2, "chunks": chunks}),
     }
-
-
-LAYOUTS = layouts()
 
 
 def predicted_layout(stats: Any, model: Any, profile: Any, workers: int, **restrict: Any) -> Any:
@@ -116,12 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.graphs.split(","):
         graph = load_dataset(name, root=args.data_root, **parse_option_words(args.data_option))
         stats = graph_stats(graph)
-        x = graph.features
-        density = float(getattr(x, "density", 1.0))
         t0 = time.time()
-        profile = calibrate(hidden=model.hidden, num_features=int(x.shape[1]), feature_density=density,
-                            mean_degree=graph.num_edges / graph.num_nodes, num_nodes=graph.num_nodes, workers=2,
-                            kinds=(model.model,), graph=graph)
+        profile = calibrate_for(stats, model.model, model.hidden, workers=2, graph=graph)
         cal_s = time.time() - t0
         results.setdefault(name, {})["calibration"] = {"calibration_s": cal_s, "profile": profile.__dict__}
         for mode in args.modes.split(","):

@@ -36,18 +36,15 @@ def needs_plan(run_config: Any) -> bool:
 
 
 def _profile(run_config: Any, stats: Any, graph: Any) -> Any:
-    from gnnpipe.plan.calibrate import calibrate
+    from gnnpipe.plan.calibrate import calibrate_for
     from gnnpipe.plan.inputs import read_profile
 
     path = os.environ.get(PROFILE_ENV)
     if path:
         return read_profile(path)
-    m = run_config.model
-    return calibrate(hidden=int(m.hidden), num_features=stats.num_features, feature_density=stats.feature_density,
-                     mean_degree=stats.num_edges / max(stats.num_nodes, 1), num_nodes=int(stats.num_nodes),
-                     workers=int(run_config.parallel.workers),
-                     kinds=(m.model,) if m.model != "mlp" else ("gcn",),
-                     device="cuda" if run_config.parallel.device == "cuda" else "cpu", graph=graph)
+    return calibrate_for(stats, run_config.model.model, run_config.model.hidden,
+                         workers=int(run_config.parallel.workers), graph=graph,
+                         device="cuda" if run_config.parallel.device == "cuda" else "cpu")
 
 
 def resolve_auto(run_config: Any, graph: Any, *, torchrun: bool = False) -> tuple[Any, dict[str, Any]]:

@@ -28,7 +28,7 @@ import torch
 
 from gnnpipe.plan.inputs import HardwareProfile
 
-__all__ = ["calibrate", "median_time_s", "min_time_s", "stage_layer_kernel", "WORKER_OVERHEAD_BYTES"]
+__all__ = ["calibrate", "calibrate_for", "median_time_s", "min_time_s", "stage_layer_kernel", "WORKER_OVERHEAD_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -333,12 +333,24 @@ def _kernel_rates(ops: Any, h: int, kinds: Sequence[str], dev: torch.device, *, 
     return rates, one_thread, saved
 
 
+def calibrate_for(stats: Any, model: str, hidden: int, *, workers: int, graph: Any = None,
+                  link: tuple[float, float] | None = None, device: str = "cpu") -> HardwareProfile:
+    """:func:`calibrate` for a run planned on ``stats`` (a :class:`GraphStats`): the
+    graph's width, feature density, mean degree and size, the model's kind (a GCN's
+    kernels for an MLP's), and ``graph`` itself where the caller has it (the second
+    measurement's graph). What the plan CLI, ``--mode auto`` and ``bench/plan_check.py``
+    calibrate with."""
+    return calibrate(hidden=int(hidden), num_features=stats.num_features, feature_density=stats.feature_density,
+                     mean_degree=stats.num_edges / max(stats.num_nodes, 1), num_nodes=int(stats.num_nodes),
+                     workers=int(workers), link=link, kinds=(model,) if model != "mlp" else ("gcn",),
+                     device=device, graph=graph)
+
+
 def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev: torch.device, threads: int,
                  cores: int, small: dict[str, Any], small_speedup: float, graph: Any = None) -> dict[str, Any]:
     """The second measurement, on ``graph`` (the run's own, in its own order) where one
-    is given with at most :data:`LARGE_ROWS` vertices, else on a synthetic graph of
-    ``large_n`` vertices: each size-dependent rate there over ``small``'s (the first
-    measurement's), as
+    is given, else on a synthetic graph of ``large_n`` vertices: each size-dependent
+    rate there over ``small``'s (the first measurement's), as
     :attr:`HardwareProfile.large_rate_ratio` (``single_speedup``: the first kind's
     layer with all cores against one thread, over ``small_speedup``). The fastest of 2
     repeats after a warm-up, and one layer per kind, not a stack (a GCN layer's forward
@@ -346,18 +358,17 @@ def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev:
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.partition import whole_graph_plan
 
-    own = graph is not None and graph.num_nodes <= LARGE_ROWS
-    ops = ChunkOps.build(whole_graph_plan(graph.remove_self_loops()) if own else _plan(large_n, degree), device=dev)
-    large_n = ops.plan.num_own
+    ops = ChunkOps.build(_plan(large_n, degree) if graph is None else whole_graph_plan(graph.remove_self_loops()),
+                         device=dev)
     torch.set_num_threads(threads)
     rates, one_thread, _saved = _kernel_rates(ops, h, kinds, dev, repeats=2, stack_depth=1)
     ratio = {key: rates[name] / small[name] for key, name in _RATE_KEYS.items() if small[name] > 0}
     ratio["row"] = statistics.median(rates["rows"][k] / small["rows"][k] for k in kinds)
     torch.set_num_threads(cores)
-    all_cores = _layer_figures(kinds[0], h, ops, large_n, dev, stack_depth=1, repeats=2)[0]
+    all_cores = _layer_figures(kinds[0], h, ops, ops.plan.num_own, dev, stack_depth=1, repeats=2)[0]
     ratio["single_speedup"] = one_thread[kinds[0]] / all_cores / small_speedup
     torch.set_num_threads(threads)
-    return {"large_rows": large_n, "large_rate_ratio": ratio, "large_on_graph": own}
+    return {"large_rows": ops.plan.num_own, "large_rate_ratio": ratio}
 
 
 def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: float = 1.0,
@@ -400,6 +411,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     ops = ChunkOps.build(_plan(int(min(max(int(num_nodes), 2000), SMALL_ROWS)), degree), device=dev)
     n = ops.plan.num_own
     large_n = min(int(num_nodes), LARGE_ROWS)
+    own_graph = graph if graph is not None and graph.num_nodes <= LARGE_ROWS else None  # else a synthetic one
     tiny_ops = ChunkOps.build(_plan(64, 4.0, seed=1), device=dev)
     figures: dict[str, Any] = {}
     try:
@@ -425,7 +437,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         all_cores = statistics.median(_layer_figures(k, h, ops, n, dev)[0] for k in kinds[:2])
         speedup = statistics.median(one_thread[k] for k in kinds[:2]) / all_cores
         if large_n >= LARGE_MIN_FACTOR * n:
-            figures.update(_large_point(large_n, degree, h, kinds, dev, threads, cores, rates, speedup, graph))
+            figures.update(_large_point(large_n, degree, h, kinds, dev, threads, cores, rates, speedup, own_graph))
             figures["rate_rows"] = n
     finally:
         torch.set_num_threads(before)
@@ -438,7 +450,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     sizes = ""
     if "large_rows" in figures:
         sizes = f"; rates at {n:,} and {figures['large_rows']:,} rows"
-        sizes += ", the second on the graph itself" if figures.pop("large_on_graph") else ""
+        sizes += ", the second on the graph itself" if own_graph is not None else ""
     profile = HardwareProfile(
         device=dev.type, threads=threads, device_memory_bytes=int(total), link_bytes_per_s=float(bw),
         exchange_bytes_per_s=float(exchange_bw),

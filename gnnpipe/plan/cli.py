@@ -170,13 +170,10 @@ def _profile(a: argparse.Namespace, stats: Any, graph: Any = None) -> HardwarePr
                                     memory_bandwidth_gbs=a.memory_bandwidth_gbs,
                                     link_latency_us=a.link_latency_us or 10.0)
     else:
-        from gnnpipe.plan.calibrate import calibrate
+        from gnnpipe.plan.calibrate import calibrate_for
 
         link = None if a.link_gbps is None else (a.link_gbps * 1e9 / 8, (a.link_latency_us or 50.0) * 1e-6)
-        prof = calibrate(hidden=a.hidden, num_features=stats.num_features, feature_density=stats.feature_density,
-                         mean_degree=stats.num_edges / max(stats.num_nodes, 1), num_nodes=int(stats.num_nodes),
-                         workers=a.workers, link=link,
-                         kinds=(a.model,) if a.model != "mlp" else ("gcn",), graph=graph)
+        prof = calibrate_for(stats, a.model, a.hidden, workers=a.workers, graph=graph, link=link)
     over: dict[str, Any] = {}
     if a.link_gbps is not None:
         over["link_bytes_per_s"] = a.link_gbps * 1e9 / 8
