@@ -6,7 +6,8 @@ at its size: :func:`calibrate`): a dense matmul, one aggregation of a chunk thro
 (whose time beyond its matmul and aggregation is the layer's per-row elementwise
 cost), the input projection (dense, and CSR when the features are sparse), a tiny
 layer call (the fixed cost of one call), and the link between two processes (gloo
-ping-pong; skipped when the link is given). Each kernel runs forward + backward; the
+ping-pong, and exchanges made between kernels as the workers make them; skipped when
+the link is given). Each kernel runs forward + backward; the
 fastest of a few repeats is kept (:func:`min_time_s`): the plan is for an otherwise
 idle machine, and a repeat is only ever slowed by what else runs, never sped up (the
 advice of Python's ``timeit``). Memory: the saved-for-backward values of one layer of
@@ -55,6 +56,8 @@ LARGE_ROWS = 200000
 #: The second measurement is made where the graph has at least this many times the
 #: rows of the first.
 LARGE_MIN_FACTOR = 2.0
+#: The smaller message of the two the exchange cost is measured at (:func:`_link`).
+EXCHANGE_SMALL_BYTES = 64 << 10
 _RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
               "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
 
@@ -185,12 +188,14 @@ def _saved_halo_values(kind: str, hidden: int, saved_own: float, ops: Any, dev: 
     return max(extra, 0.0) / (4.0 * max(plan.num_halo, 1) * hidden)
 
 
-def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int, float]:
+def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int, float, float]:
     """Measured in two fresh processes (workers' twins): ``(link bytes/s, latency s,
     contention, a bare worker's resident bytes, each direction's bytes/s of an
-    exchange)``: a gloo ping-pong, the median of 8 exchanges (both send at once, as
-    a halo exchange does), then one stage
-    layer's work (:func:`_stage_layer`) timed on one process alone and on both at once
+    exchange, an exchange's fixed seconds)``: a gloo ping-pong; exchanges as the
+    workers make them (:func:`_lockstep_exchange_s`) at :data:`EXCHANGE_SMALL_BYTES`
+    and ``bytes_big``, whose difference gives the rate and the small one, less its
+    bytes at that rate, the fixed cost; then one stage layer's work
+    (:func:`_stage_layer`) timed on one process alone and on both at once
     (``contention`` = both / alone: what sharing the node's cores and memory bandwidth
     costs each worker)."""
     import torch.multiprocessing as mp
@@ -243,6 +248,38 @@ def _stage_layer(num_nodes: int = 4000, chunks: int = 4) -> Callable[[], None]:
     return stage_layer_kernel(chunk_graph(g, chunks, method="metis", seed=0, cache=False).plans, num_nodes)
 
 
+def _lockstep_exchange_s(rank: int, nbytes: int, reps: int, blocks: int = 3) -> float:
+    """Seconds one rank of two spends in an exchange of ``nbytes`` each way (both send
+    at once) made right after a kernel, as graph mode's halo exchange and the hybrid's
+    per-step exchange are made: the mean over ``reps`` exchanges, the median of
+    ``blocks`` such means. Between compute a rank pays its peer's lateness and the
+    wake-up of the peer's transport, which an exchange made right after a barrier does
+    not: on this project's 2-core machine (gloo, one thread each, ad hoc) 0.3-0.7 ms for
+    64 KiB and 1.0-1.9 ms for 1 MiB after a 0.2-5 ms matmul, against 0.13 and 0.61 ms
+    after a barrier; graph mode's halo exchanges on BlogCatalog (about 1 MiB each)
+    waited 1.0-1.8 ms each (``bench/results/plan_check_rerun_66efe8c.json``, computed). The
+    kernel between is a [4000, 100] x [100, 100] matmul (about 1 ms at one thread
+    here), a chunk layer's scale. Called on both ranks of an initialised gloo group."""
+    import torch.distributed as dist
+
+    send = torch.zeros(max(nbytes // 4, 1))
+    back = torch.empty_like(send)
+    a, w = torch.randn(4000, 100), torch.randn(100, 100)
+    means = []
+    for _ in range(blocks):
+        dist.barrier()
+        spent = 0.0
+        for _ in range(reps):
+            a @ w
+            t0 = time.perf_counter()
+            ops = [dist.P2POp(dist.isend, send, 1 - rank), dist.P2POp(dist.irecv, back, 1 - rank)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+            spent += time.perf_counter() - t0
+        means.append(spent / reps)
+    return statistics.median(means)
+
+
 def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cover - child process
     import torch.distributed as dist
 
@@ -265,22 +302,16 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
                 dist.send(t, 0)
         return (time.perf_counter() - t0) / (2 * reps)
 
-    def exchange(t: torch.Tensor, reps: int) -> float:
-        back = torch.empty_like(t)
-        times = []
-        for _ in range(reps):
-            dist.barrier()
-            t0 = time.perf_counter()
-            ops = [dist.P2POp(dist.isend, t, 1 - rank), dist.P2POp(dist.irecv, back, 1 - rank)]
-            for w in dist.batch_isend_irecv(ops):
-                w.wait()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-
     pingpong(big, 2)
     lat = pingpong(small, 50)
     one_way = pingpong(big, 8)
-    both_ways = exchange(big, 8)
+    link_rate = nbytes / max(one_way - lat, 1e-9)
+    ex_small = _lockstep_exchange_s(rank, EXCHANGE_SMALL_BYTES, 20)
+    ex_big = _lockstep_exchange_s(rank, nbytes, 8)
+    # Two ranks sending to each other at once are no faster each way than one sending
+    # alone, and an exchange costs at least a ping-pong's latency (noise aside).
+    ex_rate = min((nbytes - EXCHANGE_SMALL_BYTES) / max(ex_big - ex_small, 1e-9), link_rate)
+    ex_fixed = max(ex_small - EXCHANGE_SMALL_BYTES / ex_rate, lat)
     kernel = _stage_layer()
 
     dist.barrier()
@@ -288,8 +319,7 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
     dist.barrier()
     both = min_time_s(kernel, 9)
     if rank == 0:
-        q.put((nbytes / max(one_way - lat, 1e-9), lat, both / max(alone, 1e-9), rss,
-               nbytes / max(both_ways - lat, 1e-9)))
+        q.put((link_rate, lat, both / max(alone, 1e-9), rss, ex_rate, ex_fixed))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -441,7 +471,8 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
             figures["rate_rows"] = n
     finally:
         torch.set_num_threads(before)
-    bw, lat, contention, rss, exchange_bw = (*link, 1.0, DEFAULT_RSS_BYTES, 0.0) if link is not None else _link()
+    bw, lat, contention, rss, exchange_bw, exchange_lat = ((*link, 1.0, DEFAULT_RSS_BYTES, 0.0, 0.0)
+                                                           if link is not None else _link())
     runtime = rss + WORKER_OVERHEAD_BYTES
     total = device_memory_bytes
     if total is None:
@@ -453,7 +484,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         sizes += ", the second on the graph itself" if own_graph is not None else ""
     profile = HardwareProfile(
         device=dev.type, threads=threads, device_memory_bytes=int(total), link_bytes_per_s=float(bw),
-        exchange_bytes_per_s=float(exchange_bw),
+        exchange_bytes_per_s=float(exchange_bw), exchange_latency_s=float(exchange_lat),
         link_latency_s=float(lat), runtime_bytes=int(runtime) if dev.type == "cpu" else 0,
         single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu",
         layer_row_s_per_value=rates["rows"], saved_values_per_row=saved,

@@ -180,6 +180,7 @@ def _profile(a: argparse.Namespace, stats: Any, graph: Any = None) -> HardwarePr
         over["exchange_bytes_per_s"] = 0.0  # the given link's rate, both ways
     if a.link_latency_us is not None:
         over["link_latency_s"] = a.link_latency_us * 1e-6
+        over["exchange_latency_s"] = 0.0  # the given latency, for exchanges too
     if a.memory_gb is not None or a.device_memory_gb is not None:
         over["device_memory_bytes"] = int((a.memory_gb or a.device_memory_gb) * 2**30)
         over["shared_memory"] = a.memory_gb is None and prof.shared_memory

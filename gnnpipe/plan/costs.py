@@ -20,8 +20,9 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   each of the node's workers computing at once);
 * ``graph``: the slowest worker's own rows (its encode also covers its halo rows,
   X being replicated), plus the halo exchange of layers 2..L forward and backward
-  (``latency x peers + bytes / bandwidth`` each, at the rate of both sides sending at
-  once) and the weight all-reduce (ring);
+  (``latency x peers + bytes / bandwidth`` each, at the fixed cost and rate of an
+  exchange between kernels: both sides sending at once, each paying the other's
+  lateness) and the weight all-reduce (ring);
 * ``pipeline``/``hybrid``: per stage the sum over its way's chunks, stage 0's with the
   encode (projected group by group as chunks first read the rows:
   :mod:`gnnpipe.engine.encode_groups`; sparse features whole, before the first
@@ -202,7 +203,9 @@ def _step_s(p: HardwareProfile, params: int) -> float:
 
 def _msg_s(p: HardwareProfile, nbytes: float, both_ways: bool = False) -> float:
     """One message of ``nbytes``; ``both_ways``: while the peer sends as many back (an exchange)."""
-    return p.link_latency_s + nbytes / (p.exchange_rate() if both_ways else p.link_bytes_per_s)
+    if both_ways:
+        return p.exchange_latency() + nbytes / p.exchange_rate()
+    return p.link_latency_s + nbytes / p.link_bytes_per_s
 
 
 def _allreduce_s(p: HardwareProfile, ranks: int, params: int) -> float:
@@ -259,7 +262,7 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
             t += sum(_layer_s(p, m, l, own, ed, own + halo, l >= 2) for l in range(1, L + 1))
             comp.append(t * p.contention)
             peers = workers - 1
-            comm.append(sum(2 * (peers * p.link_latency_s + halo * m.dims[l - 1] * _E / p.exchange_rate())
+            comm.append(sum(2 * (peers * p.exchange_latency() + halo * m.dims[l - 1] * _E / p.exchange_rate())
                             for l in range(2, L + 1)) + _allreduce_s(p, workers, m.num_params))
         c, w = max(comp), max(comm)
         return TimeParts(c + w, c, w, 0.0)

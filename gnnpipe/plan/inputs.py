@@ -234,10 +234,11 @@ class HardwareProfile:
     process with torch loaded; CUDA: the allocator's count, 0); ``device_memory_bytes``
     the device's memory, split evenly between the workers of a node when
     ``shared_memory`` (CPU: the node's RAM); ``link_bytes_per_s`` / ``link_latency_s`` between workers.
-    ``exchange_bytes_per_s``: each direction's rate when two workers send to each
-    other at once, as a halo exchange does (0: taken as ``link_bytes_per_s``; gloo on
-    this project's 2-core machine, in the calibration of
-    ``bench/results/plan_check_200k.json``: 1.20 GB/s against 3.73 GB/s one way);
+    ``exchange_bytes_per_s`` and ``exchange_latency_s``: each direction's rate, and
+    the fixed seconds, of an exchange as graph mode's halo exchange and the hybrid's
+    per-step exchange make it: two workers sending to each other at once, right after
+    a kernel, so that each also pays the other's lateness (0: taken as
+    ``link_bytes_per_s`` / ``link_latency_s``; :func:`gnnpipe.plan.calibrate._lockstep_exchange_s`);
     ``rate_rows``: the rows of the graph the rates were measured on; ``large_rows``
     and ``large_rate_ratio``: a second measurement on a larger graph, each
     size-dependent rate there over its value here (keys ``matmul``, ``aggregate``,
@@ -270,10 +271,15 @@ class HardwareProfile:
     rate_rows: int = 0
     large_rows: int = 0
     large_rate_ratio: dict[str, float] = field(default_factory=dict)
+    exchange_latency_s: float = 0.0
 
     def exchange_rate(self) -> float:
         """Bytes/s each way of a two-sided exchange (:attr:`exchange_bytes_per_s`)."""
         return self.exchange_bytes_per_s or self.link_bytes_per_s
+
+    def exchange_latency(self) -> float:
+        """Fixed seconds of a two-sided exchange between kernels (:attr:`exchange_latency_s`)."""
+        return self.exchange_latency_s or self.link_latency_s
 
     def size_factor(self, rate: str, rows: float) -> float:
         """How many times its calibrated value the rate ``rate`` (a key of

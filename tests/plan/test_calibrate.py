@@ -51,17 +51,19 @@ def test_saved_values_of_halo_rows_are_counted_on_a_chunk_with_halo():
 
 
 def test_the_twin_processes_measure_the_link_and_a_stage_layers_contention():
-    """Two real gloo processes: a ping-pong (bandwidth, latency), one stage layer's
-    work over the chunks of a synthetic graph alone and on both at once (contention:
-    their ratio, about 1 where the two workers do not slow each other), and a bare
-    worker's resident size."""
+    """Two real gloo processes: a ping-pong (bandwidth, latency), exchanges between
+    kernels (each direction's rate, no faster than one way; a fixed cost, no less than
+    the ping-pong's latency), one stage layer's work over the chunks of a synthetic
+    graph alone and on both at once (contention: their ratio, about 1 where the two
+    workers do not slow each other), and a bare worker's resident size."""
     from gnnpipe.plan.calibrate import _link, _stage_layer
 
     layer = _stage_layer(num_nodes=600, chunks=3)
     layer()  # forward and backward over every chunk, in this process too
-    bw, lat, contention, rss, exchange_bw = _link(bytes_big=1 << 20)
+    bw, lat, contention, rss, exchange_bw, exchange_lat = _link(bytes_big=1 << 20)
     assert bw > 1e6 and 0 < lat < 0.1
-    assert exchange_bw > 1e6  # each direction of both sending at once
+    assert 1e6 < exchange_bw <= bw  # each direction of both sending at once
+    assert lat <= exchange_lat < 0.1
     assert 0.5 < contention < 4.0
     assert rss > 50 * 2**20  # torch and gnnpipe imported
 
@@ -83,6 +85,7 @@ def test_a_large_graph_is_measured_again_at_its_size_and_a_small_one_is_not(monk
     assert all(v > 0 for v in big.large_rate_ratio.values())
     assert "rates at 2,000 and 5,000 rows" in big.source  # what the plan's header prints
     assert big.exchange_bytes_per_s == 0.0 and big.exchange_rate() == 1e9  # a given link: its rate both ways
+    assert big.exchange_latency_s == 0.0 and big.exchange_latency() == 1e-5  # and its latency
     small = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=3000, link=link, kinds=("gcn",))
     assert (small.large_rows, small.large_rate_ratio) == (0, {})
     assert small.size_factor("aggregate", 10**6) == 1.0

@@ -69,3 +69,23 @@ def test_a_plain_model_is_planned_with_the_projection_and_classifier_when_asked(
         plan = json.loads(capsys.readouterr().out)
         counts[bool(flags)] = plan["chosen"]["predicted_peak_memory_bytes"], plan["chosen"]["predicted_epoch_s"]
     assert counts[True][0] > counts[False][0] and counts[True][1] != counts[False][1]
+
+
+def test_a_given_link_replaces_the_profiles_measured_exchange(tmp_path):
+    """``--link-gbps`` / ``--link-latency-us`` set the link and the exchange alike; without
+    them the profile's measured exchange figures stand."""
+    from dataclasses import replace
+
+    from gnnpipe.plan.cli import _parser, _profile, profile_from_figures
+    from gnnpipe.plan.inputs import write_profile
+
+    measured = replace(profile_from_figures(flops=1e10, link_gbps=10.0, device_memory_gb=16.0),
+                       exchange_bytes_per_s=1e8, exchange_latency_s=1e-3)
+    path = tmp_path / "profile.json"
+    write_profile(measured, path)
+    stats = STATS[:12]
+    kept = _profile(_parser().parse_args([*stats, "--profile", str(path)]), None)
+    assert (kept.exchange_rate(), kept.exchange_latency()) == (1e8, 1e-3)
+    given = _profile(_parser().parse_args([*stats, "--profile", str(path), "--link-gbps", "8",
+                                           "--link-latency-us", "7"]), None)
+    assert given.exchange_rate() == pytest.approx(1e9) and given.exchange_latency() == pytest.approx(7e-6)

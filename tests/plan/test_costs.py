@@ -72,3 +72,25 @@ def test_graph_mode_exchanges_at_the_two_sided_rate(stats):
     assert half.exchange_rate() == one_way.link_bytes_per_s / 2
     halved = predict_time(half, shape, stats, mode="graph", **args).comm_s
     assert halved > comm
+
+
+def test_exchanges_between_kernels_cost_their_measured_fixed_seconds(stats):
+    """Graph mode pays the exchange's fixed cost twice per layer 2..L and peer, the
+    hybrid once per exchange of each step and layer; the pipeline's transfers (one
+    way, received ahead) keep the link's latency. Without a measured one an exchange
+    costs the link's latency."""
+    shape = _shape(stats)
+    base = _profile()
+    assert base.exchange_latency() == base.link_latency_s  # not measured: the link's
+    slow = _profile(exchange_latency_s=base.link_latency_s + 1e-3)
+    graph = dict(workers=2, ways=2, stages=1, chunks=2, split=(4,))
+    extra = (predict_time(slow, shape, stats, mode="graph", **graph).comm_s
+             - predict_time(base, shape, stats, mode="graph", **graph).comm_s)
+    assert extra == pytest.approx(2 * (shape.layers - 1) * 1e-3)
+    hybrid = dict(workers=2, ways=2, stages=1, chunks=4, split=(4,))
+    extra = (predict_time(slow, shape, stats, mode="hybrid", way_halo_rows=100.0, **hybrid).comm_s
+             - predict_time(base, shape, stats, mode="hybrid", way_halo_rows=100.0, **hybrid).comm_s)
+    assert extra == pytest.approx(2 * 2 * (shape.layers - 1) * 1e-3)  # 2 steps, forward and backward
+    pipe = dict(workers=2, ways=1, stages=2, chunks=4, split=(2, 2))
+    assert (predict_time(slow, shape, stats, mode="pipeline", **pipe)
+            == predict_time(base, shape, stats, mode="pipeline", **pipe))
