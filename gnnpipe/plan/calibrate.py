@@ -58,6 +58,8 @@ LARGE_ROWS = 200000
 LARGE_MIN_FACTOR = 2.0
 #: The smaller message of the two the exchange cost is measured at (:func:`_link`).
 EXCHANGE_SMALL_BYTES = 64 << 10
+#: How long the link's twin processes may take to report (they take a few seconds).
+TWIN_TIMEOUT_S = 120.0
 _RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
               "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
 
@@ -200,15 +202,34 @@ def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int, float, fl
     costs each worker)."""
     import torch.multiprocessing as mp
 
+    import queue
+
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         q = ctx.Queue()
         procs = [ctx.Process(target=_ping, args=(r, os.path.join(tmp, "store"), bytes_big, q)) for r in (0, 1)]
         for p in procs:
             p.start()
-        result = q.get(timeout=120)
-        for p in procs:
-            p.join(timeout=30)
+        deadline = time.monotonic() + TWIN_TIMEOUT_S
+        try:
+            while True:
+                try:
+                    result = q.get(timeout=0.5)
+                    break
+                except queue.Empty:
+                    # A twin that died cannot send; do not wait out the deadline for it.
+                    dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+                    if dead:
+                        raise RuntimeError(f"calibration: link twin rank {dead[0][0]} exited with code "
+                                           f"{dead[0][1]} before reporting") from None
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"calibration: the link twins reported nothing within "
+                                           f"{TWIN_TIMEOUT_S:.0f} s") from None
+        finally:
+            for p in procs:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.kill()
     return result
 
 
@@ -248,7 +269,7 @@ def _stage_layer(num_nodes: int = 4000, chunks: int = 4) -> Callable[[], None]:
     return stage_layer_kernel(chunk_graph(g, chunks, method="metis", seed=0, cache=False).plans, num_nodes)
 
 
-def _lockstep_exchange_s(rank: int, nbytes: int, reps: int, blocks: int = 3) -> float:
+def _lockstep_exchange_s(rank: int, nbytes: int, reps: int, blocks: int = 5) -> float:
     """Seconds one rank of two spends in an exchange of ``nbytes`` each way (both send
     at once) made right after a kernel, as graph mode's halo exchange and the hybrid's
     per-step exchange are made: the mean over ``reps`` exchanges, the median of
@@ -306,7 +327,7 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
     lat = pingpong(small, 50)
     one_way = pingpong(big, 8)
     link_rate = nbytes / max(one_way - lat, 1e-9)
-    ex_small = _lockstep_exchange_s(rank, EXCHANGE_SMALL_BYTES, 20)
+    ex_small = _lockstep_exchange_s(rank, EXCHANGE_SMALL_BYTES, 30)
     ex_big = _lockstep_exchange_s(rank, nbytes, 8)
     # Two ranks sending to each other at once are no faster each way than one sending
     # alone, and an exchange costs at least a ping-pong's latency (noise aside).

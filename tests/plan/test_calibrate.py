@@ -68,6 +68,17 @@ def test_the_twin_processes_measure_the_link_and_a_stage_layers_contention():
     assert rss > 50 * 2**20  # torch and gnnpipe imported
 
 
+def test_a_twin_that_dies_is_named_at_once_not_waited_for():
+    """A twin that fails (here: a message of negative size) ends the calibration with
+    an error naming it and its exit code, without waiting out the twins' deadline."""
+    from gnnpipe.plan.calibrate import TWIN_TIMEOUT_S, _link
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"link twin rank [01] exited with code [1-9]"):
+        _link(bytes_big=-4)
+    assert time.monotonic() - t0 < TWIN_TIMEOUT_S / 2
+
+
 def test_a_large_graph_is_measured_again_at_its_size_and_a_small_one_is_not(monkeypatch):
     """With the first measurement capped at 2,000 rows, a 5,000-vertex graph gets a
     second one at 5,000 rows: every size-dependent rate's ratio, positive; a
