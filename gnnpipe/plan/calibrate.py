@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import statistics
 import tempfile
 import time
@@ -202,8 +203,6 @@ def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int, float, fl
     costs each worker)."""
     import torch.multiprocessing as mp
 
-    import queue
-
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         q = ctx.Queue()
@@ -274,13 +273,15 @@ def _lockstep_exchange_s(rank: int, nbytes: int, reps: int, blocks: int = 5) -> 
     at once) made right after a kernel, as graph mode's halo exchange and the hybrid's
     per-step exchange are made: the mean over ``reps`` exchanges, the median of
     ``blocks`` such means. Between compute a rank pays its peer's lateness and the
-    wake-up of the peer's transport, which an exchange made right after a barrier does
-    not: on this project's 2-core machine (gloo, one thread each, ad hoc) 0.3-0.7 ms for
-    64 KiB and 1.0-1.9 ms for 1 MiB after a 0.2-5 ms matmul, against 0.13 and 0.61 ms
-    after a barrier; graph mode's halo exchanges on BlogCatalog (about 1 MiB each)
-    waited 1.0-1.8 ms each (``bench/results/plan_check_rerun_66efe8c.json``, computed). The
-    kernel between is a [4000, 100] x [100, 100] matmul (about 1 ms at one thread
-    here), a chunk layer's scale. Called on both ranks of an initialised gloo group."""
+    wake-up of the peer's transport, which a ping-pong or an exchange made right after
+    a barrier does not: on this project's 2-core machine (gloo, one thread each) the
+    dense graphs' calibrations of ``bench/results/plan_check_rounds_dense.json`` put
+    the fixed cost at 0.37-1.09 ms against a ping-pong's latency of 0.04-0.21 ms, and
+    graph mode's halo exchanges on BlogCatalog (about 1 MiB each) waited 1.0-1.8 ms each
+    (``plan_check_rerun_66efe8c.json``, ``..._bcab3b4.json``: an epoch's wait over its
+    62 exchanges, computed). The kernel between is a [4000, 100] x [100, 100] matmul
+    (about 1 ms at one thread here), a chunk layer's scale. Called on both ranks of an
+    initialised gloo group."""
     import torch.distributed as dist
 
     send = torch.zeros(max(nbytes // 4, 1))
