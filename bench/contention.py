@@ -5,7 +5,7 @@ The planner multiplies every chunked mode's compute by ``contention``, which
 :func:`gnnpipe.plan.calibrate.calibrate` measures on a synthetic graph, alone and on
 both processes at once (with a small matmul + row-gather kernel when this benchmark was
 written; since, with this benchmark's kernel). Here the kernel
-(:func:`gnnpipe.plan.calibrate.stage_layer_kernel`) is one stage layer over
+(:func:`gnnpipe.plan.twins.stage_layer_kernel`) is one stage layer over
 the 8 chunks of a METIS chunking of a real graph, as the layers run it (the gather of
 each chunk's local rows, dropout, the chunk's aggregation, the matmul, and their
 backward), one thread per process: the fastest of ``--rounds`` rounds of ``--reps``
@@ -29,11 +29,11 @@ from .runner import load_average, write_measurement
 
 
 def _layer(name: str, root: str, chunks: int) -> Any:
-    """The calibration's stage layer (:func:`gnnpipe.plan.calibrate.stage_layer_kernel`)
+    """The calibration's stage layer (:func:`gnnpipe.plan.twins.stage_layer_kernel`)
     over the graph's METIS chunking."""
     import gnnpipe
     from gnnpipe.partition import chunk_graph
-    from gnnpipe.plan.calibrate import stage_layer_kernel
+    from gnnpipe.plan.twins import stage_layer_kernel
 
     g = gnnpipe.load_dataset(name, root=root).remove_self_loops()
     return stage_layer_kernel(chunk_graph(g, chunks).plans, g.num_nodes)

@@ -6,7 +6,8 @@ before :mod:`gnnpipe.trainer`; the entry (:mod:`gnnpipe.api`) resolves ``--mode 
 and ``--chunks auto`` through :func:`gnnpipe.plan.auto.resolve_auto`.
 
 * :mod:`~gnnpipe.plan.inputs`    ``GraphStats`` (exact or from statistics), ``HardwareProfile``;
-* :mod:`~gnnpipe.plan.calibrate` the short measurement that writes a profile;
+* :mod:`~gnnpipe.plan.calibrate` the short measurement that writes a profile (its twin
+  processes: :mod:`~gnnpipe.plan.twins`; its timer: :mod:`~gnnpipe.plan.timing`);
 * :mod:`~gnnpipe.plan.costs`     predicted time and memory of one layout;
 * :mod:`~gnnpipe.plan.planner`   ``Candidate``, ``Plan``, ``make_plan``, the balanced split;
 * :mod:`~gnnpipe.plan.cli`       ``python -m gnnpipe.plan``.

@@ -5,12 +5,13 @@ at its size: :func:`calibrate`): a dense matmul, one aggregation of a chunk thro
 :class:`gnnpipe.kernels.ChunkOps`, a row gather, one real layer of each model kind
 (whose time beyond its matmul and aggregation is the layer's per-row elementwise
 cost), the input projection (dense, and CSR when the features are sparse), a tiny
-layer call (the fixed cost of one call), and the link between two processes (gloo
-ping-pong, and exchanges made between kernels as the workers make them; skipped when
-the link is given). Each kernel runs forward + backward; the
-fastest of a few repeats is kept (:func:`min_time_s`): the plan is for an otherwise
-idle machine, and a repeat is only ever slowed by what else runs, never sped up (the
-advice of Python's ``timeit``). Memory: the saved-for-backward values of one layer of
+layer call (the fixed cost of one call), and the link between two processes
+(:mod:`gnnpipe.plan.twins`: a gloo ping-pong, exchanges made between kernels as the
+workers make them, and the contention; skipped when the link is given). Each kernel
+runs forward + backward; the fastest of a few repeats is kept
+(:func:`gnnpipe.plan.timing.min_time_s`): the plan is for an otherwise idle machine,
+and a repeat is only ever slowed by what else runs, never sped up (the advice of
+Python's ``timeit``). Memory: the saved-for-backward values of one layer of
 each kind are counted exactly with ``torch.autograd.graph.saved_tensors_hooks``;
 ``runtime_bytes`` is this process's resident size with torch loaded, plus the worker
 overhead fitted in :data:`WORKER_OVERHEAD_BYTES`.
@@ -20,17 +21,16 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import statistics
-import tempfile
-import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from gnnpipe.plan.inputs import HardwareProfile
+from gnnpipe.plan.timing import median_time_s, min_time_s
+from gnnpipe.plan.twins import link_figures
 
-__all__ = ["calibrate", "calibrate_for", "median_time_s", "min_time_s", "stage_layer_kernel", "WORKER_OVERHEAD_BYTES"]
+__all__ = ["calibrate", "calibrate_for", "median_time_s", "min_time_s", "WORKER_OVERHEAD_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,46 +57,8 @@ LARGE_ROWS = 200000
 #: The second measurement is made where the graph has at least this many times the
 #: rows of the first.
 LARGE_MIN_FACTOR = 2.0
-#: The smaller message of the two the exchange cost is measured at (:func:`_link`).
-EXCHANGE_SMALL_BYTES = 64 << 10
-#: How long the link's twin processes may take to report (they take a few seconds).
-TWIN_TIMEOUT_S = 120.0
 _RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
               "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
-
-
-def _repeat_s(fn: Callable[[], Any], repeats: int) -> list[float]:
-    """Seconds of each of ``repeats`` timed calls of ``fn`` after one untimed warm-up."""
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-def median_time_s(fn: Callable[[], Any], repeats: int = 5) -> float:
-    """Seconds of one call of ``fn``: the median of ``repeats`` timed calls after one
-    untimed warm-up call (benchmarks: the typical call on a shared machine)."""
-    return statistics.median(_repeat_s(fn, repeats))
-
-
-def min_time_s(fn: Callable[[], Any], repeats: int = 7) -> float:
-    """Seconds of one call of ``fn``: the fastest of ``repeats`` timed calls after one
-    untimed warm-up call (what the machine does undisturbed; module docstring)."""
-    return min(_repeat_s(fn, repeats))
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 400 * 2**20
 
 
 def _mem_total_bytes() -> int:
@@ -189,161 +151,6 @@ def _saved_halo_values(kind: str, hidden: int, saved_own: float, ops: Any, dev: 
     h0 = torch.randn(plan.num_own, hidden, device=dev, requires_grad=True) if layer.needs_h0 else None
     extra = _saved_bytes(layer, x, ops, h0) - 4.0 * saved_own * plan.num_own * hidden
     return max(extra, 0.0) / (4.0 * max(plan.num_halo, 1) * hidden)
-
-
-def _link(bytes_big: int = 4 << 20) -> tuple[float, float, float, int, float, float]:
-    """Measured in two fresh processes (workers' twins): ``(link bytes/s, latency s,
-    contention, a bare worker's resident bytes, each direction's bytes/s of an
-    exchange, an exchange's fixed seconds)``: a gloo ping-pong; exchanges as the
-    workers make them (:func:`_lockstep_exchange_s`) at :data:`EXCHANGE_SMALL_BYTES`
-    and ``bytes_big``, whose difference gives the rate and the small one, less its
-    bytes at that rate, the fixed cost; then one stage layer's work
-    (:func:`_stage_layer`) timed on one process alone and on both at once
-    (``contention`` = both / alone: what sharing the node's cores and memory bandwidth
-    costs each worker)."""
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    with tempfile.TemporaryDirectory() as tmp:
-        q = ctx.Queue()
-        procs = [ctx.Process(target=_ping, args=(r, os.path.join(tmp, "store"), bytes_big, q)) for r in (0, 1)]
-        for p in procs:
-            p.start()
-        deadline = time.monotonic() + TWIN_TIMEOUT_S
-        try:
-            while True:
-                try:
-                    result = q.get(timeout=0.5)
-                    break
-                except queue.Empty:
-                    # A twin that died cannot send; do not wait out the deadline for it.
-                    dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
-                    if dead:
-                        raise RuntimeError(f"calibration: link twin rank {dead[0][0]} exited with code "
-                                           f"{dead[0][1]} before reporting") from None
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"calibration: the link twins reported nothing within "
-                                           f"{TWIN_TIMEOUT_S:.0f} s") from None
-        finally:
-            for p in procs:
-                p.join(timeout=30)
-                if p.is_alive():
-                    p.kill()
-    return result
-
-
-def stage_layer_kernel(plans: Sequence[Any], num_nodes: int, hidden: int = 100) -> Callable[[], None]:
-    """One stage layer's work over the chunks ``plans`` of a graph of ``num_nodes``
-    vertices, as a stage runs it: each chunk's local rows gathered from a buffer of
-    every row with the dropout applied in place (:func:`gather_rows`), aggregated and
-    multiplied, then the backward (CPU). What the calibration measures contention on
-    (:func:`_stage_layer`) and ``bench/contention.py`` times on real graphs."""
-    from gnnpipe.engine.stage_autograd import gather_rows
-    from gnnpipe.kernels import ChunkOps
-
-    ops = [(ChunkOps.build(p), torch.as_tensor(p.local_global_nid)) for p in plans]
-    gen = torch.Generator().manual_seed(0)
-    buf, w = torch.randn(num_nodes, hidden, generator=gen), torch.randn(hidden, hidden, generator=gen)
-
-    def layer() -> None:
-        for o, ids in ops:
-            h, _sink = gather_rows(buf, ids, drop=(0.5, None))
-            y = o.aggregate(h, "gcn") @ w
-            y.backward(torch.ones_like(y))
-
-    return layer
-
-
-def _stage_layer(num_nodes: int = 4000, chunks: int = 4) -> Callable[[], None]:
-    """:func:`stage_layer_kernel` over a METIS chunking of a synthetic graph. The
-    contention is measured on it, not on a dense kernel: a matmul with a row gather had
-    put it at 1.196 (``bench/results/plan_check.json`` of commit f4d7e59; 1.06-1.15 in
-    ad hoc calibrations), the real stage layer of Amazon Photo and BlogCatalog measured
-    1.02 and 1.00 (``bench/results/contention.json``), and the planner multiplies every
-    chunked mode's compute by it."""
-    from gnnpipe.data.synthetic import synthetic_graph
-    from gnnpipe.partition import chunk_graph
-
-    g = synthetic_graph(num_nodes=num_nodes, num_features=8, avg_degree=16.0, seed=3).remove_self_loops()
-    return stage_layer_kernel(chunk_graph(g, chunks, method="metis", seed=0, cache=False).plans, num_nodes)
-
-
-def _lockstep_exchange_s(rank: int, nbytes: int, reps: int, blocks: int = 5) -> float:
-    """Seconds one rank of two spends in an exchange of ``nbytes`` each way (both send
-    at once) made right after a kernel, as graph mode's halo exchange and the hybrid's
-    per-step exchange are made: the mean over ``reps`` exchanges, the median of
-    ``blocks`` such means. Between compute a rank pays its peer's lateness and the
-    wake-up of the peer's transport, which a ping-pong or an exchange made right after
-    a barrier does not: on this project's 2-core machine (gloo, one thread each) the
-    dense graphs' calibrations of ``bench/results/plan_check_rounds_dense.json`` put
-    the fixed cost at 0.37-1.09 ms against a ping-pong's latency of 0.04-0.21 ms, and
-    graph mode's halo exchanges on BlogCatalog (about 1 MiB each) waited 1.0-1.8 ms each
-    (``plan_check_rerun_66efe8c.json``, ``..._bcab3b4.json``: an epoch's wait over its
-    62 exchanges, computed). The kernel between is a [4000, 100] x [100, 100] matmul
-    (about 1 ms at one thread here), a chunk layer's scale. Called on both ranks of an
-    initialised gloo group."""
-    import torch.distributed as dist
-
-    send = torch.zeros(max(nbytes // 4, 1))
-    back = torch.empty_like(send)
-    a, w = torch.randn(4000, 100), torch.randn(100, 100)
-    means = []
-    for _ in range(blocks):
-        dist.barrier()
-        spent = 0.0
-        for _ in range(reps):
-            a @ w
-            t0 = time.perf_counter()
-            ops = [dist.P2POp(dist.isend, send, 1 - rank), dist.P2POp(dist.irecv, back, 1 - rank)]
-            for work in dist.batch_isend_irecv(ops):
-                work.wait()
-            spent += time.perf_counter() - t0
-        means.append(spent / reps)
-    return statistics.median(means)
-
-
-def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cover - child process
-    import torch.distributed as dist
-
-    import gnnpipe.engine.stage  # noqa: F401 - a worker's imports, for its resident size
-
-    rss = _rss_bytes()
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
-    small, big = torch.zeros(1), torch.zeros(nbytes // 4)
-
-    def pingpong(t: torch.Tensor, reps: int) -> float:
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            if rank == 0:
-                dist.send(t, 1)
-                dist.recv(t, 1)
-            else:
-                dist.recv(t, 0)
-                dist.send(t, 0)
-        return (time.perf_counter() - t0) / (2 * reps)
-
-    pingpong(big, 2)
-    lat = pingpong(small, 50)
-    one_way = pingpong(big, 8)
-    link_rate = nbytes / max(one_way - lat, 1e-9)
-    ex_small = _lockstep_exchange_s(rank, EXCHANGE_SMALL_BYTES, 30)
-    ex_big = _lockstep_exchange_s(rank, nbytes, 8)
-    # Two ranks sending to each other at once are no faster each way than one sending
-    # alone, and an exchange costs at least a ping-pong's latency (noise aside).
-    ex_rate = min((nbytes - EXCHANGE_SMALL_BYTES) / max(ex_big - ex_small, 1e-9), link_rate)
-    ex_fixed = max(ex_small - EXCHANGE_SMALL_BYTES / ex_rate, lat)
-    kernel = _stage_layer()
-
-    dist.barrier()
-    alone = min_time_s(kernel, 9) if rank == 0 else 0.0
-    dist.barrier()
-    both = min_time_s(kernel, 9)
-    if rank == 0:
-        q.put((link_rate, lat, both / max(alone, 1e-9), rss, ex_rate, ex_fixed))
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 def _kernel_rates(ops: Any, h: int, kinds: Sequence[str], dev: torch.device, *, repeats: int = 7,
@@ -494,7 +301,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     finally:
         torch.set_num_threads(before)
     bw, lat, contention, rss, exchange_bw, exchange_lat = ((*link, 1.0, DEFAULT_RSS_BYTES, 0.0, 0.0)
-                                                           if link is not None else _link())
+                                                           if link is not None else link_figures())
     runtime = rss + WORKER_OVERHEAD_BYTES
     total = device_memory_bytes
     if total is None:

@@ -238,7 +238,7 @@ class HardwareProfile:
     the fixed seconds, of an exchange as graph mode's halo exchange and the hybrid's
     per-step exchange make it: two workers sending to each other at once, right after
     a kernel, so that each also pays the other's lateness (0: taken as
-    ``link_bytes_per_s`` / ``link_latency_s``; :func:`gnnpipe.plan.calibrate._lockstep_exchange_s`);
+    ``link_bytes_per_s`` / ``link_latency_s``; :mod:`gnnpipe.plan.twins`);
     ``rate_rows``: the rows of the graph the rates were measured on; ``large_rows``
     and ``large_rate_ratio``: a second measurement on a larger graph, each
     size-dependent rate there over its value here (keys ``matmul``, ``aggregate``,

@@ -1,28 +1,10 @@
-"""The calibration's timer keeps the fastest repeat (the undisturbed machine), after an
-untimed warm-up call; halo rows' saved values are counted; the twin processes measure
-the link, an exchange and a stage layer's contention; a graph well above the first
-measurement's size is measured a second time at its own size."""
+"""The calibration: halo rows' saved values are counted; a graph well above the first
+measurement's size is measured a second time at its own size (the timer:
+``test_timing.py``; the twin processes: ``test_twins.py``)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-
-from gnnpipe.plan.calibrate import min_time_s
-
-
-def test_min_time_keeps_the_fastest_repeat_after_an_untimed_warm_up():
-    sleeps = iter([0.2, 0.05, 0.005, 0.05])  # the first call is the warm-up
-    calls = []
-
-    def fn():
-        calls.append(1)
-        time.sleep(next(sleeps))
-
-    t = min_time_s(fn, repeats=3)
-    assert len(calls) == 4
-    assert 0.005 <= t < 0.05
 
 
 def test_saved_values_of_halo_rows_are_counted_on_a_chunk_with_halo():
@@ -48,35 +30,6 @@ def test_saved_values_of_halo_rows_are_counted_on_a_chunk_with_halo():
     assert got["gcn"][0] == pytest.approx(2 + 1 / 32, abs=1e-3)
     assert got["gcn"][1] == pytest.approx(1 / 32, abs=1e-3)
     assert got["sage"][1] == pytest.approx(1 + 1 / 32, abs=1e-3)
-
-
-def test_the_twin_processes_measure_the_link_and_a_stage_layers_contention():
-    """Two real gloo processes: a ping-pong (bandwidth, latency), exchanges between
-    kernels (each direction's rate, no faster than one way; a fixed cost, no less than
-    the ping-pong's latency), one stage layer's work over the chunks of a synthetic
-    graph alone and on both at once (contention: their ratio, about 1 where the two
-    workers do not slow each other), and a bare worker's resident size."""
-    from gnnpipe.plan.calibrate import _link, _stage_layer
-
-    layer = _stage_layer(num_nodes=600, chunks=3)
-    layer()  # forward and backward over every chunk, in this process too
-    bw, lat, contention, rss, exchange_bw, exchange_lat = _link(bytes_big=1 << 20)
-    assert bw > 1e6 and 0 < lat < 0.1
-    assert 1e6 < exchange_bw <= bw  # each direction of both sending at once
-    assert lat <= exchange_lat < 0.1
-    assert 0.5 < contention < 4.0
-    assert rss > 50 * 2**20  # torch and gnnpipe imported
-
-
-def test_a_twin_that_dies_is_named_at_once_not_waited_for():
-    """A twin that fails (here: a message of negative size) ends the calibration with
-    an error naming it and its exit code, without waiting out the twins' deadline."""
-    from gnnpipe.plan.calibrate import TWIN_TIMEOUT_S, _link
-
-    t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"link twin rank [01] exited with code [1-9]"):
-        _link(bytes_big=-4)
-    assert time.monotonic() - t0 < TWIN_TIMEOUT_S / 2
 
 
 def test_a_large_graph_is_measured_again_at_its_size_and_a_small_one_is_not(monkeypatch):
