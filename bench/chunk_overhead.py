@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from gnnpipe.plan.calibrate import median_time_s
+from gnnpipe.plan.timing import median_time_s
 
 from .runner import load_average, write_measurement
 

@@ -34,7 +34,7 @@ def _rates(buf: torch.Tensor, ops: Any, ids: torch.Tensor, h: int, repeats: int)
     """Per-value seconds of the gather + dropout of ``ids`` from ``buf``, the
     aggregation of ``ops`` and the matmul of its own rows."""
     from gnnpipe.engine.stage_autograd import gather_rows
-    from gnnpipe.plan.calibrate import min_time_s
+    from gnnpipe.plan.timing import min_time_s
 
     plan = ops.plan
     n_local, n_own, edges = ids.numel(), plan.num_own, int(plan.indices.numel())
