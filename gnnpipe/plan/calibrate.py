@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import torch
 
 from gnnpipe.plan.inputs import HardwareProfile
-from gnnpipe.plan.timing import median_time_s, min_time_s
+from gnnpipe.plan.timing import median_time_s, min_time_s, proc_kib_bytes
 from gnnpipe.plan.twins import link_figures
 
 __all__ = ["calibrate", "calibrate_for", "median_time_s", "min_time_s", "WORKER_OVERHEAD_BYTES"]
@@ -59,17 +59,6 @@ LARGE_ROWS = 200000
 LARGE_MIN_FACTOR = 2.0
 _RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
               "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
-
-
-def _mem_total_bytes() -> int:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 16 * 2**30
 
 
 def _plan(num_nodes: int, avg_degree: float, seed: int = 0) -> Any:
@@ -306,7 +295,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     total = device_memory_bytes
     if total is None:
         total = (torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda"
-                 else _mem_total_bytes())
+                 else proc_kib_bytes("/proc/meminfo", "MemTotal", 16 * 2**30))
     sizes = ""
     if "large_rows" in figures:
         sizes = f"; rates at {n:,} and {figures['large_rows']:,} rows"

@@ -1,6 +1,7 @@
 """Timing a call on a shared machine: the fastest or the median of a few repeats after an
 untimed warm-up (:func:`min_time_s` for the calibration, which plans for an otherwise
-idle machine, :func:`median_time_s` for benchmarks)."""
+idle machine, :func:`median_time_s` for benchmarks); and the memory figures the
+calibration reads from ``/proc`` (:func:`proc_kib_bytes`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,20 @@ import statistics
 import time
 from typing import Any, Callable
 
-__all__ = ["median_time_s", "min_time_s"]
+__all__ = ["median_time_s", "min_time_s", "proc_kib_bytes"]
+
+
+def proc_kib_bytes(path: str, key: str, default: int) -> int:
+    """The bytes of the ``key: N kB`` line of a Linux ``/proc`` file (``/proc/meminfo``,
+    ``/proc/self/status``), or ``default`` where there is no such file or line."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return default
 
 
 def _repeat_s(fn: Callable[[], Any], repeats: int) -> list[float]:

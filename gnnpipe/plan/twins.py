@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from gnnpipe.plan.timing import min_time_s
+from gnnpipe.plan.timing import min_time_s, proc_kib_bytes
 
 __all__ = ["link_figures", "stage_layer_kernel", "EXCHANGE_SMALL_BYTES", "TWIN_TIMEOUT_S"]
 
@@ -30,18 +30,6 @@ __all__ = ["link_figures", "stage_layer_kernel", "EXCHANGE_SMALL_BYTES", "TWIN_T
 EXCHANGE_SMALL_BYTES = 64 << 10
 #: How long the link's twin processes may take to report (they take a few seconds).
 TWIN_TIMEOUT_S = 120.0
-
-
-def _rss_bytes() -> int:
-    """This process's resident set in bytes (Linux; 400 MiB where it cannot be read)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 400 * 2**20
 
 
 def link_figures(bytes_big: int = 4 << 20) -> tuple[float, float, float, int, float, float]:
@@ -160,7 +148,7 @@ def _ping(rank: int, store: str, nbytes: int, q: Any) -> None:  # pragma: no cov
 
     import gnnpipe.engine.stage  # noqa: F401 - a worker's imports, for its resident size
 
-    rss = _rss_bytes()
+    rss = proc_kib_bytes("/proc/self/status", "VmRSS", 400 * 2**20)  # 400 MiB where unknown
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     small, big = torch.zeros(1), torch.zeros(nbytes // 4)
