@@ -29,6 +29,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,8 +115,6 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     machine one round's epochs, and one calibration's rates, move by up to a quarter
     between runs minutes apart; the median of alternating rounds is what a plan made
     at one moment can be held to."""
-    import statistics
-
     out: dict[str, Any] = {"rounds": len(rounds)}
     for key in ("epoch_time_ratio", "peak_memory_ratio"):
         got = [r[key] for r in rounds if key in r]

@@ -12,9 +12,10 @@ from typing import Any, Callable
 __all__ = ["median_time_s", "min_time_s", "proc_kib_bytes"]
 
 
-def proc_kib_bytes(path: str, key: str, default: int) -> int:
+def proc_kib_bytes(path: str, key: str, default: int | None) -> int | None:
     """The bytes of the ``key: N kB`` line of a Linux ``/proc`` file (``/proc/meminfo``,
-    ``/proc/self/status``), or ``default`` where there is no such file or line."""
+    ``/proc/self/status``), or ``default`` where there is no such file or line (the
+    calibration's resident set and memory, the record's peak memory)."""
     try:
         with open(path) as fh:
             for line in fh:

@@ -121,14 +121,9 @@ def measure_peak_memory(device: Any, rank: int = 0) -> dict[str, Any]:
 
 def _vm_hwm_bytes() -> int | None:
     """``VmHWM`` of /proc/self/status in bytes; None off Linux (no such file or line)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024  # the file states kB
-    except OSError:
-        pass
-    return None
+    from gnnpipe.plan.timing import proc_kib_bytes
+
+    return proc_kib_bytes("/proc/self/status", "VmHWM", None)
 
 
 def _ru_maxrss_bytes() -> int | None:
