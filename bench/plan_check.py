@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gnnpipe.config import ModelConfig, default_snapshot_period, stale_sensitive  # noqa: E402
 from gnnpipe.data import load_dataset  # noqa: E402
 from gnnpipe.data.options import parse_option_words  # noqa: E402
+from gnnpipe.huge_pages import request_huge_pages  # noqa: E402
 from gnnpipe.plan import ModelShape, graph_stats, make_plan  # noqa: E402
 from gnnpipe.plan.calibrate import calibrate_for  # noqa: E402
 from gnnpipe.plan.inputs import HardwareProfile  # noqa: E402
@@ -127,6 +128,7 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    request_huge_pages()  # as the runs do by default: the calibration in this process measures the same
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graphs", default="amazon_photo,blogcatalog")
     ap.add_argument("--modes", default="single,graph,pipeline,hybrid")

@@ -106,6 +106,7 @@ SETTINGS: dict[str, Setting] = {
     "stage_dtype": Setting("--stage-dtype", "str", PIPELINED),
     "dropout_masks": Setting("--dropout-masks", "str", PIPELINED),
     "cross_epoch_chunks": Setting("--cross-epoch-chunks", "int", ("pipeline",)),
+    "host_huge_pages": Setting("--host-huge-pages", "bool"),
     "seed": Setting("--seed", "int"),
     "log_level": Setting("--log-level", "str"),
     "log_every": Setting("--log-every", "int"),

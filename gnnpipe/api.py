@@ -63,6 +63,10 @@ def run(run_config: RunConfig, graph: Any | Callable[[], Any]) -> dict[str, Any]
         raise ConfigError(f"run_config: expected a RunConfig, found {type(run_config).__name__}")
     env = environment.torchrun_env()
     reports = env is None or env.rank == 0
+    # Before the graph's first large allocation; the local launcher's workers inherit it.
+    from gnnpipe.huge_pages import request_huge_pages
+
+    request_huge_pages(run_config.train.host_huge_pages)
     if run_config.train.json_out and reports:
         check_writable(run_config.train.json_out)  # before the (maybe long) load
     tc = run_config.train

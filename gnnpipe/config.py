@@ -326,6 +326,10 @@ class TrainConfig(_Checked):
         "is then above this many MiB (a cap, passed within one chunk compute); 0: never. Not with "
         "host_heap_mib > 0. Lower peak for page faults (200k graph, pipeline C = 8: 6144 -> 6.4-6.6 "
         "instead of 7.5-7.8 GiB per worker, 1.09-1.17x the epoch; bench/results/memory_200k/trim)"))
+    host_huge_pages: bool = field(default=True, metadata=_meta(
+        "Linux hosts: back torch's host allocations of 2 MiB or more with transparent huge pages "
+        "(sets THP_MEM_ALLOC_ENABLE=1 before the graph is loaded, unless the environment sets it), so "
+        "that a large fresh temporary faults in 2 MiB at a time instead of 4 KiB (bench/results/huge_pages.json)"))
 
     def __post_init__(self) -> None:
         if isinstance(self.log_level, str):

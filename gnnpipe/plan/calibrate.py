@@ -247,6 +247,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     order (the 200k systems graph's whole-graph aggregation cost 1.37x the rate of the
     synthetic graph of its size, ``bench/results/chunk_rates.json``). Rates are per
     forward unit, forward + backward timed (module docstring)."""
+    from gnnpipe.huge_pages import huge_pages_state
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.model import InputProjection
 
@@ -307,6 +308,7 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
         single_speedup=float(speedup), contention=float(max(contention, 1.0)), shared_memory=dev.type == "cpu",
         layer_row_s_per_value=rates["rows"], saved_values_per_row=saved,
         saved_halo_values_per_row=saved_halo,
-        source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f}{sizes})", **figures)
+        source=f"measured ({device}, {threads} thread(s), load {os.getloadavg()[0]:.2f}{sizes}; "
+               f"host huge pages {'on' if huge_pages_state()['effective'] else 'off'})", **figures)
     logger.info("calibrated: %s", profile)
     return profile

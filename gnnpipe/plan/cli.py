@@ -209,6 +209,10 @@ def format_table(plan: Any) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # As a run does by default (train.host_huge_pages), before anything large is allocated.
+    from gnnpipe.huge_pages import request_huge_pages
+
+    request_huge_pages()
     try:
         if argv[:1] == ["calibrate"]:
             return _calibrate_main(argv[1:])

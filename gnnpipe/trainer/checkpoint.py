@@ -57,7 +57,7 @@ FREE_KEYS = frozenset({
     "train.epochs", "train.eval_every", "train.patience", "train.json_out", "train.log_level", "train.log_every",
     "train.checkpoint_dir", "train.checkpoint_every", "train.resume", "train.metrics_jsonl", "train.tensorboard",
     "train.trace_dir",
-    "train.host_heap_mib", "train.host_heap_trim_mib",
+    "train.host_heap_mib", "train.host_heap_trim_mib", "train.host_huge_pages",
 })
 _FORMAT = 1
 _DIR_RE = re.compile(r"^epoch-(\d{6,})$")

@@ -172,7 +172,8 @@ RECORD_FIELDS: tuple[Field, ...] = (
           keys=("hostname", "platform", "cpu_cores", "python", "torch", "gnnpipe", "device", "dist_backend")),
     Field("wall_time_s", "float", "total wall time of the run, loading and evaluation included"),
     Field("extra", "object", "mode-specific measured figures; `startup` (where the time to the first epoch "
-          "went), `host_heap` (what `train.host_heap_mib` did in the workers) and `host_heap_trim` "
+          "went), `host_heap` (what `train.host_heap_mib` did in the workers), `host_huge_pages` "
+          "(whether rank 0's large host allocations get huge pages, `train.host_huge_pages`), `host_heap_trim` "
           "(whether the stages trim their heap, with `train.host_heap_trim_mib`, and each rank's trims) "
           "and `trace` (whether the workers wrote their timelines into `train.trace_dir`, and why) "
           "in every mode"),

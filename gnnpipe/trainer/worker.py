@@ -30,6 +30,7 @@ from gnnpipe.engine.layout import Layout
 from gnnpipe.engine.host_heap import heap_trimmer, tune_host_heap
 from gnnpipe.engine.runners import RUNNERS
 from gnnpipe.engine.trace import action_trace
+from gnnpipe.huge_pages import huge_pages_state
 from gnnpipe.trainer.loop import run_epochs
 from gnnpipe.trainer.machine import machine_info, measure_peak_memory
 from gnnpipe.trainer.record import build_record
@@ -119,6 +120,7 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
     tc = cfg.train
     dtype = tc.torch_dtype
     host_heap = tune_host_heap(tc.host_heap_mib)
+    host_huge_pages = huge_pages_state()
     if rank == 0 and tc.host_heap_mib:
         logger.info("host heap: %s", f"thresholds at {tc.host_heap_mib} MiB" if host_heap["applied"]
                     else f"left as it is ({host_heap['why']})")
@@ -185,7 +187,8 @@ def train_rank(job: Job, *, rank: int, device: torch.device, comm: Comm, graph: 
     pc = cfg.parallel
     extra: dict[str, Any] = {"num_parameters": int(num_params), "self_loops_removed": job.self_loops_removed,
                              "startup": _startup(job, slowest, first_epoch_unix_s), "host_heap": host_heap,
-                             "host_heap_trim": heap_trim_state, "trace": trace_state}
+                             "host_huge_pages": host_huge_pages, "host_heap_trim": heap_trim_state,
+                             "trace": trace_state}
     if layout.distributed:
         extra.update({
             "stages": int(pc.stages), "ways": int(pc.ways), "chunks": int(layout.num_chunks),
