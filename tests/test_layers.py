@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {"gnnpipe": "gnnpipe", "data": "gnnpipe.data", "partition": "gnnpipe.partition"}
 #: Import-name prefixes by layer; a module may import its own layer and earlier ones.
 LAYERS = (
-    ("gnnpipe.errors", "gnnpipe.atomic", "gnnpipe.logs", "gnnpipe.config"),
+    ("gnnpipe.errors", "gnnpipe.atomic", "gnnpipe.logs", "gnnpipe.config", "gnnpipe.huge_pages"),
     ("gnnpipe.data",),
     ("gnnpipe.partition",),
     ("gnnpipe.kernels",),

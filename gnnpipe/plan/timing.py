@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-__all__ = ["median_time_s", "min_time_s", "proc_kib_bytes"]
+__all__ = ["alternating_min_s", "median_time_s", "min_time_s", "proc_kib_bytes"]
 
 
 def proc_kib_bytes(path: str, key: str, default: int | None) -> int | None:
@@ -48,3 +48,21 @@ def min_time_s(fn: Callable[[], Any], repeats: int = 7) -> float:
     untimed warm-up call (what the machine does undisturbed: a repeat is only ever
     slowed by what else runs, never sped up, the advice of Python's ``timeit``)."""
     return min(_repeat_s(fn, repeats))
+
+
+def alternating_min_s(calls: Sequence[tuple[Callable[[], Any], Callable[[], Any]]], rounds: int) -> list[float]:
+    """Seconds of one call of each ``(prepare, fn)``: ``fn`` timed ``rounds`` times in
+    turn with the others (prepare untimed before each; each warmed up once), the
+    fastest of each. For a ratio of two timings: a slow spell of a shared machine then
+    lands on both rather than on one (the calibration's two-thread speedup)."""
+    for prepare, fn in calls:
+        prepare()
+        fn()  # warm-up
+    best = [float("inf")] * len(calls)
+    for _ in range(rounds):
+        for i, (prepare, fn) in enumerate(calls):
+            prepare()
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best

@@ -71,4 +71,7 @@ def test_given_the_runs_graph_the_second_measurement_times_its_kernels_on_it(mon
     prof = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=5000, link=(1e9, 1e-5),
                          kinds=("gcn",), graph=graph)
     assert 5000 not in built and (prof.rate_rows, prof.large_rows) == (2000, 5000)
-    assert prof.source.endswith("rates at 2,000 and 5,000 rows, the second on the graph itself)")
+    assert "rates at 2,000 and 5,000 rows, the second on the graph itself;" in prof.source
+    from gnnpipe.huge_pages import huge_pages_state  # and whether its large allocations had huge pages
+
+    assert prof.source.endswith(f"host huge pages {'on' if huge_pages_state()['effective'] else 'off'})")
