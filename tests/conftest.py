@@ -7,7 +7,10 @@ the reason when neither exists. Nothing is ever copied into the repository.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +55,25 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(saved)
+
+
+@pytest.fixture
+def small_pipeline_run(tmp_path):
+    """Runs ``python -m gnnpipe.train`` as a user would: pipeline mode, 2 gloo workers,
+    C = 4, GCN-4 hidden 8 on a 400-vertex synthetic graph, one thread each, plus the
+    given flags, without the environment variables named in ``unset``; returns the
+    record. ``run(name, *flags, epochs=3, unset=())``."""
+
+    def run(name: str, *flags: str, epochs: int = 3, unset: tuple[str, ...] = ()) -> dict:
+        env = {k: v for k, v in os.environ.items() if k not in unset}
+        env.update({"OMP_NUM_THREADS": "1", "GNNPIPE_CACHE_DIR": str(tmp_path / "cache")})
+        out = tmp_path / f"{name}.json"
+        proc = subprocess.run([sys.executable, "-m", "gnnpipe.train", "--mode", "pipeline", "--workers", "2",
+                               "--chunks", "4", "--data-option", "num_nodes=400", "--model", "gcn", "--layers", "4",
+                               "--hidden", "8", "--epochs", str(epochs), "--eval-every", str(epochs),
+                               "--log-level", "WARNING", "--json-out", str(out), *flags],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(out.read_text())
+
+    return run

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -100,23 +99,10 @@ def test_a_kernel_that_never_grants_them_makes_the_request_ineffective(tmp_path,
     assert "no " + str(tmp_path / "absent") in missing["why"]
 
 
-def _train(tmp_path: Path, name: str, *extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != THP_VARIABLE}
-    env.update({"OMP_NUM_THREADS": "1", "GNNPIPE_CACHE_DIR": str(tmp_path / "cache")})
-    out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "gnnpipe.train", "--mode", "pipeline", "--workers", "2",
-                           "--chunks", "4", "--data-option", "num_nodes=400", "--model", "gcn", "--layers", "4",
-                           "--hidden", "8", "--epochs", "2", "--eval-every", "2", "--log-level", "WARNING",
-                           "--json-out", str(out), *extra], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(out.read_text())
-
-
 @pytest.mark.skipif(not LINUX, reason="torch's huge-page allocation is Linux only")
-def test_a_run_gets_them_in_its_spawned_workers_by_default_and_not_when_off(tmp_path):
-    on = _train(tmp_path, "on")
-    off = _train(tmp_path, "off", "--no-host-huge-pages")
+def test_a_run_gets_them_in_its_spawned_workers_by_default_and_not_when_off(small_pipeline_run):
+    on = small_pipeline_run("on", epochs=2, unset=(THP_VARIABLE,))
+    off = small_pipeline_run("off", "--no-host-huge-pages", epochs=2, unset=(THP_VARIABLE,))
     assert on["config"]["train"]["host_huge_pages"] is True
     assert on["extra"]["host_huge_pages"]["allocator_requests"] is True
     assert on["extra"]["host_huge_pages"]["effective"] is (POLICY in ("always", "madvise"))

@@ -10,11 +10,9 @@ it and its trims, and computes the same values as without."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -144,24 +142,10 @@ def test_the_trim_gives_back_the_pages_of_free_blocks_inside_the_heap():
     assert before - after > 20 * 2**20, (before, after)  # of the 25.6 MB freed
 
 
-def _train(tmp_path: Path, name: str, *extra: str) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GNNPIPE_CACHE_DIR": str(tmp_path / "cache")}
-    for var in GLIBC_VARIABLES:
-        env.pop(var, None)
-    out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "gnnpipe.train", "--mode", "pipeline", "--workers", "2",
-                           "--chunks", "4", "--data-option", "num_nodes=400", "--model", "gcn", "--layers", "4",
-                           "--hidden", "8", "--epochs", "3", "--eval-every", "3", "--log-level", "WARNING",
-                           "--json-out", str(out), *extra], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(out.read_text())
-
-
 @pytest.mark.skipif(_libc_mallopt() is None, reason="this C library has no mallopt (glibc only)")
-def test_a_pipeline_run_applies_it_and_the_trim_in_its_workers_and_computes_the_same(tmp_path):
-    tuned = _train(tmp_path, "tuned", "--host-heap-mib", "64", "--host-heap-trim-mib", "256")
-    plain = _train(tmp_path, "plain")
+def test_a_pipeline_run_applies_it_and_the_trim_in_its_workers_and_computes_the_same(small_pipeline_run):
+    tuned = small_pipeline_run("tuned", "--host-heap-mib", "64", "--host-heap-trim-mib", "256", unset=GLIBC_VARIABLES)
+    plain = small_pipeline_run("plain", unset=GLIBC_VARIABLES)
     assert tuned["extra"]["host_heap"] == {"mib": 64, "applied": True, "why": "mallopt"}
     assert plain["extra"]["host_heap"]["applied"] is False
     assert tuned["config"]["train"]["host_heap_mib"] == 64
@@ -174,8 +158,8 @@ def test_a_pipeline_run_applies_it_and_the_trim_in_its_workers_and_computes_the_
     assert tuned["extra"]["host_heap_trim"] == {"applied": False, "limit_mib": 256,
                                                 "why": "train.host_heap_mib > 0 keeps the heap's freed pages"}
     larger = ("--data-option", "num_nodes=20000", "--hidden", "64")
-    untrimmed = _train(tmp_path, "untrimmed", *larger, "--host-heap-trim-mib", "0")
-    every = _train(tmp_path, "every", *larger, "--host-heap-trim-mib", "1")
+    untrimmed = small_pipeline_run("untrimmed", *larger, "--host-heap-trim-mib", "0", unset=GLIBC_VARIABLES)
+    every = small_pipeline_run("every", *larger, "--host-heap-trim-mib", "1", unset=GLIBC_VARIABLES)
     assert untrimmed["extra"]["host_heap_trim"]["applied"] is False
     assert untrimmed["config"]["train"]["host_heap_trim_mib"] == 0
     # 3 epochs x 4 chunks x (forward + backward) on each stage: 24 chunk computes a rank.
