@@ -7,17 +7,18 @@ worker makes several per layer ([rows, 100] floats, 55-80 MB). torch's CPU alloc
 the kernel to back it with transparent huge pages (``madvise(MADV_HUGEPAGE)``) where
 the variable ``THP_MEM_ALLOC_ENABLE`` is 1; a fault then maps 2 MiB instead of 4 KiB. c10
 reads the variable once (here: set after torch's import it takes, set after a 64 MiB
-allocation it does not), so it has to be set before the first large allocation: :func:`request_huge_pages` is called at the entry of a run (before the
-graph is loaded), of the planner's CLI and of the benchmarks that calibrate, and
-processes started afterwards (the local launcher's workers, the calibration's twins)
-inherit it. Where the variable is already set in the environment, that setting stands.
-The kernel must allow it too (``/sys/kernel/mm/transparent_hugepage/enabled``: ``always``
-or ``madvise``, not ``never``). :func:`huge_pages_state` says whether the allocator of
+allocation it does not), so it has to be set before the first large allocation:
+:func:`request_huge_pages` is called at the entry of a run (before the graph is loaded),
+of the planner's CLI and of the benchmarks that calibrate, and processes started
+afterwards (the local launcher's workers, the calibration's twins) inherit it. Where
+the variable is already set in the environment, that setting stands. The kernel must
+allow it too (``/sys/kernel/mm/transparent_hugepage/enabled``: ``always`` or
+``madvise``, not ``never``). :func:`huge_pages_state` says whether the allocator of
 *this* process asks for them (a large tensor is page-aligned only then); the record
 keeps it (``extra.host_huge_pages``) and the calibrated profile's source says it.
 
 Measured figures: ``bench/results/huge_pages.json`` (``python -m bench.huge_pages``): on
-this project's VM fresh temporaries fault in 5x faster, but the first touch of memory the
+this project's VM fresh 80 MB temporaries were zero-filled 5-6x faster, but the first touch of memory the
 process has not used before is 10x slower (4 GiB: 14.9-16.0 against 1.5-1.7 s), which a
 pipeline stage's buffers pay at start-up on a large graph (README: 6.7-7.6 s more on the
 200k systems graph); ``--no-host-huge-pages`` where that matters more than the epochs.

@@ -260,7 +260,10 @@ def calibrate(*, hidden: int = 100, num_features: int = 512, feature_density: fl
     where the caller has it: the second measurement times its kernels on it, in its own
     order (the 200k systems graph's whole-graph aggregation cost 1.37x the rate of the
     synthetic graph of its size, ``bench/results/chunk_rates.json``). Rates are per
-    forward unit, forward + backward timed (module docstring)."""
+    forward unit, forward + backward timed (module docstring). The profile's source
+    says whether this process's large allocations had huge pages
+    (:func:`gnnpipe.huge_pages.huge_pages_state`): a caller asks for them before its
+    first large allocation, as a run does."""
     from gnnpipe.huge_pages import huge_pages_state
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.models.model import InputProjection

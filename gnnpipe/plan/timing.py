@@ -1,7 +1,8 @@
 """Timing a call on a shared machine: the fastest or the median of a few repeats after an
 untimed warm-up (:func:`min_time_s` for the calibration, which plans for an otherwise
-idle machine, :func:`median_time_s` for benchmarks); and the memory figures the
-calibration reads from ``/proc`` (:func:`proc_kib_bytes`)."""
+idle machine, :func:`median_time_s` for benchmarks), or the fastest of each of several
+calls taken in turn (:func:`alternating_min_s`, for a ratio of two timings); and the
+memory figures the calibration reads from ``/proc`` (:func:`proc_kib_bytes`)."""
 
 from __future__ import annotations
 
