@@ -221,7 +221,9 @@ class Comm:
             w.wait()
         self._wait_s += time.perf_counter() - t0
         handle.done = True
+        # Let go of the buffers: a backend's work object holds its tensors too.
         handle.tensors = []
+        handle.works = []
 
     def exchange(self, sends: dict[int, torch.Tensor], recvs: dict[int, torch.Tensor], kind: str) -> None:
         """Send ``sends[peer]`` to each peer and receive ``recvs[peer]`` from each, as

@@ -65,6 +65,8 @@ class EpochState:
         timer: this epoch's :class:`StageTimer`.
         recv_f / recv_b: chunk -> (handle, buffer) of posted forward / backward receives.
         sends: outstanding isend handles (waited by ``WaitSends``).
+        forward_sends: those of them that carry this epoch's forward messages
+            (waited, and the messages freed, at the stage's first backward).
         saved: chunk -> what its backward needs (per-layer outputs and gradient sinks,
             h0 rows, the loss on the last stage, then the gradient message to send).
         loss_sum: the last stage's summed chunk losses.
@@ -104,6 +106,7 @@ class EpochState:
     recv_f: dict[int, tuple[Any, Tensor]] = field(default_factory=dict)
     recv_b: dict[int, tuple[Any, Tensor]] = field(default_factory=dict)
     sends: list[Any] = field(default_factory=list)
+    forward_sends: list[Any] = field(default_factory=list)
     saved: dict[int, dict[str, Any]] = field(default_factory=dict)
     loss_sum: float = 0.0
     logits: dict[int, Tensor] = field(default_factory=dict)

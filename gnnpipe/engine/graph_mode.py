@@ -182,7 +182,8 @@ class GraphRunner(ReplicaState):
         plan = chunked.plans[ctx.rank]
         self.plan = plan
         g = chunked.graph
-        self.ops = ChunkOps.build(plan, device=ctx.device, dtype=ctx.dtype, backend=cfg.parallel.kernel_backend)
+        self.ops = ChunkOps.build(plan, device=ctx.device, dtype=ctx.dtype, backend=cfg.parallel.kernel_backend,
+                                  reduces=ctx.model.reduces)
         self.exchanger = HaloExchanger(chunked.plans, ctx.rank, ctx.comm, ctx.device)
         # X is replicated: this worker reads the features of its own AND halo rows.
         self.x_local = model_input(ctx.model, g.features[plan.local_global_nid], device=ctx.device,

@@ -109,8 +109,8 @@ class PipelineSimulator:
         self.plans = chunked.plans
         self.num_chunks = len(self.plans)
         self.blocks = way_blocks(self.num_chunks, self.ways)
-        self.ops = [ChunkOps.build(p, device=self.device, dtype=self.dtype, backend=pc.kernel_backend)
-                    for p in self.plans]
+        self.ops = [ChunkOps.build(p, device=self.device, dtype=self.dtype, backend=pc.kernel_backend,
+                                   reduces=self.model.reduces) for p in self.plans]
         self.x = model_input(self.model, g.features, device=self.device, dtype=self.dtype)
         self.y = g.labels.to(self.device)
         self.masks = tuple(m.to(self.device) for m in (g.train_mask, g.val_mask, g.test_mask))

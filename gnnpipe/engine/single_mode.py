@@ -34,7 +34,7 @@ class SingleRunner(ReplicaState):
         g = ctx.graph
         self.device = ctx.device
         self.ops = ChunkOps.build(whole_graph_plan(g), device=ctx.device, dtype=ctx.dtype,
-                                  backend=ctx.config.parallel.kernel_backend)
+                                  backend=ctx.config.parallel.kernel_backend, reduces=ctx.model.reduces)
         self.x = model_input(ctx.model, g.features, device=ctx.device, dtype=ctx.dtype)
         self.y = g.labels.to(ctx.device)
         self.masks = tuple(m.to(ctx.device) for m in (g.train_mask, g.val_mask, g.test_mask))

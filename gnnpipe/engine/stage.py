@@ -131,7 +131,8 @@ class Stage:
         self.blocks = layout.way_blocks()
         self.my_chunks = self.blocks[self.way]
         self.ops = {k: ChunkOps.build(self.plans[k], device=self.device, dtype=self.dtype,
-                                      backend=pc.kernel_backend) for k in self.my_chunks}
+                                      backend=pc.kernel_backend, reduces=self.model.reduces)
+                    for k in self.my_chunks}
         self.bufs = StageBuffers(self.plans, layout, ctx.rank, ctx.comm, num_nodes=self.num_nodes,
                                  widths={l: self.dims[l - 1] for l in self.buffered},
                                  snapshot_period=pc.snapshot_period, device=self.device, dtype=self.dtype,
@@ -269,9 +270,26 @@ class Stage:
         st.recv_b[k] = (h, buf)
 
     def send_forward(self, st: EpochState, k: int) -> None:
-        msg = st.saved[k]["send"]
+        # The state lets go of the message: the send's handle holds it until
+        # release_forward_sends (or WaitSends) sees the send through.
+        msg = st.saved[k].pop("send")
         if msg.numel():
-            st.sends.append(self.comm.isend(msg, self.next_rank, "stage_activations", TAG_FWD))
+            h = self.comm.isend(msg, self.next_rank, "stage_activations", TAG_FWD)
+            st.sends.append(h)
+            st.forward_sends.append(h)
+
+    def release_forward_sends(self, st: EpochState) -> None:
+        """Wait for this epoch's forward sends and free their messages, at the first
+        backward. The next stage runs all of an epoch's forwards before any of its
+        backwards (schedule: every chunk's forward, then the turn), so the gradient this
+        backward received proves every forward message received: the wait returns at
+        once. Kept until the epoch's ``WaitSends`` instead, the C messages (each
+        [num_own, width]) stayed through the backward, where a stage's memory peaks."""
+        released = {id(h) for h in st.forward_sends}
+        for h in st.forward_sends:
+            st.timer.wait(h)
+        st.sends = [h for h in st.sends if id(h) not in released]
+        st.forward_sends = []
 
     def send_backward(self, st: EpochState, k: int) -> None:
         msg = st.saved.pop(k)["grad_in"]
@@ -298,7 +316,8 @@ class Stage:
             x_own = None
             h0 = self._h0(st, k)
             h0.encode(t)  # the rows chunk k is the first to read
-            h0_k = h0.det[own].clone().requires_grad_(self.needs_h0)
+            # A leaf for the gradient of the own rows of h0 (GCNII); nothing else reads it.
+            h0_k = h0.det[own].clone().requires_grad_(True) if self.needs_h0 else None
         else:
             buf = st.recv_f.pop(k)[1].to(self.dtype)
             d_in = self.dims[self.a]
@@ -390,6 +409,8 @@ class Stage:
 
     def backward(self, st: EpochState, k: int, t: int) -> None:
         """Chunk k back through the stage's layers, one autograd call per layer."""
+        if st.forward_sends:
+            self.release_forward_sends(st)
         state = st.saved[k]
         p = self.plans[k]
         own = self.own[k]

@@ -26,7 +26,7 @@ code for tests). All operators are built once in :meth:`ChunkOps.build`.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Iterable, Protocol
 
 import torch
 
@@ -76,19 +76,27 @@ class ChunkOps:
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
         backend: str = "torch",
+        reduces: Iterable[str] | None = None,
     ) -> "ChunkOps":
         """Build the operators of ``plan`` on ``device`` for inputs of ``dtype``.
 
         ``backend``: one of :data:`BACKENDS`; unknown or uninstalled -> ConfigError.
+        ``reduces``: the reduces to build now (default: all of :data:`REDUCES`); the
+        ``torch`` backend builds any other at its first use (a model's
+        :attr:`~gnnpipe.models.model.DeepGNN.reduces` are all it reads).
         """
         if backend not in _BACKEND_CLASSES:
             raise ConfigError(f"backend: expected one of {', '.join(BACKENDS)}, found {backend!r}")
+        wanted = REDUCES if reduces is None else tuple(reduces)
+        unknown = [r for r in wanted if r not in REDUCES]
+        if unknown:
+            raise ConfigError(f"reduces: expected names among {', '.join(REDUCES)}, found {unknown[0]!r}")
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise ConfigError(f"dtype: expected a floating-point torch.dtype, found {dtype!r}")
         # Resolve "cuda" to "cuda:<current>" so that the device check in aggregate
         # compares like with like.
         resolved = torch.empty(0, device=device if device is not None else "cpu").device
-        impl = _BACKEND_CLASSES[backend](plan, resolved, dtype)
+        impl = _BACKEND_CLASSES[backend](plan, resolved, dtype, wanted)
         return cls(plan, impl, resolved, dtype)
 
     # ------------------------------------------------------------------ sizes

@@ -25,7 +25,10 @@ class ReferenceBackend:
 
     name = "reference"
 
-    def __init__(self, plan: ChunkPlan, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(self, plan: ChunkPlan, device: torch.device, dtype: torch.dtype,
+                 reduces: tuple[str, ...] = ()) -> None:
+        # ``reduces`` (what ChunkOps.build names) changes nothing here: this backend's
+        # per-reduce state is built at once, and is small.
         self.num_own = plan.num_own
         self.dst = plan.dst_local().to(device)
         self.src = plan.indices.to(device)

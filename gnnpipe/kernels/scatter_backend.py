@@ -40,7 +40,10 @@ class ScatterBackend:
 
     name = "scatter"
 
-    def __init__(self, plan: ChunkPlan, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(self, plan: ChunkPlan, device: torch.device, dtype: torch.dtype,
+                 reduces: tuple[str, ...] = ()) -> None:
+        # ``reduces`` (what ChunkOps.build names) changes nothing here: this backend's
+        # per-reduce state is built at once, and is small.
         ts = _import_torch_scatter()
         if ts is None:
             raise ConfigError(

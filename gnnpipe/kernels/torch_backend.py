@@ -87,53 +87,90 @@ def _with_self_loops(dst: torch.Tensor, src: torch.Tensor, num_own: int, num_loc
 
 
 class TorchBackend:
-    """Operators of one chunk for the native torch backend, built once.
+    """Operators of one chunk for the native torch backend, built once per reduce.
+
+    ``reduces``: the reduces to build now (:meth:`ChunkOps.build` passes every one
+    unless told). A reduce not built yet is
+    built at its first :meth:`aggregate` and kept. A model reads one or two of the five
+    (GCN and GCNII ``gcn``, GraphSAGE and ResGCN+ ``mean``), and each operator holds
+    its CSR and transpose ([nnz] indices and values each), so building only those
+    keeps a third of the memory the five took: a pipeline stage holds the operators of
+    all its C chunks, every edge of the graph.
 
     Shapes: every CSR is [num_own, num_local]; its transpose [num_local, num_own].
     """
 
     name = "torch"
 
-    def __init__(self, plan: ChunkPlan, device: torch.device, dtype: torch.dtype) -> None:
-        num_own, num_local = plan.num_own, plan.num_local
-        dst = plan.dst_local()
-        src = plan.indices
-        degree = plan.in_degree.to(torch.float64)
-        ones = torch.ones(src.numel(), dtype=torch.float64)
+    def __init__(self, plan: ChunkPlan, device: torch.device, dtype: torch.dtype,
+                 reduces: tuple[str, ...] = ()) -> None:
+        self.plan = plan
+        self.device = device
+        self.dtype = dtype
+        self.num_own = plan.num_own
+        self._structure: CsrStructure | None = None
+        self._counts: torch.Tensor | None = None
+        self._ops: dict[str, CsrOperator] = {}
+        self._edges: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._built: set[str] = set()
+        for reduce in reduces:
+            self._build(reduce)
 
-        # sum / mean / weighted share one coalesced structure; only the values differ.
-        self.structure: CsrStructure
-        self.structure, counts = build_structure(dst, src, ones, num_own, num_local, device, torch.float64)
-        row = self.structure.row
-        own_degree = degree[:num_own].to(device)
-        self.sum_op: CsrOperator = fixed_operator(self.structure, counts.to(dtype))
-        # Isolated rows have no entries, so clamping their degree only avoids 0/0.
-        self.mean_op: CsrOperator = fixed_operator(
-            self.structure, (counts / own_degree.clamp_min(1)[row]).to(dtype)
-        )
+    @property
+    def built(self) -> frozenset[str]:
+        """The reduces built so far (named at construction or used since)."""
+        return frozenset(self._built)
 
-        # gcn: D^-1/2 (A + I) D^-1/2 with D = in_degree + 1 (global degrees), the I as
-        # one extra entry per own row; entries merge with existing self-loop edges.
-        g_dst, g_src = _with_self_loops(dst, src, num_own, num_local)
-        inv_sqrt = (degree + 1).rsqrt()
-        g_val = inv_sqrt[g_dst] * inv_sqrt[g_src]
-        gcn_structure, gcn_values = build_structure(g_dst, g_src, g_val, num_own, num_local, device, dtype)
-        self.gcn_op: CsrOperator = fixed_operator(gcn_structure, gcn_values)
+    def _base(self) -> CsrStructure:
+        """The coalesced structure of the chunk's edges (sum, mean, weighted share it)."""
+        if self._structure is None:
+            p = self.plan
+            ones = torch.ones(p.indices.numel(), dtype=torch.float64)
+            self._structure, self._counts = build_structure(p.dst_local(), p.indices, ones, p.num_own,
+                                                            p.num_local, self.device, torch.float64)
+        return self._structure
 
-        self.dst = dst.to(device)
-        self.src = src.to(device)
-        self.num_own = num_own
+    def _build(self, reduce: str) -> None:
+        p, dtype = self.plan, self.dtype
+        self._built.add(reduce)
+        if reduce == "sum":
+            self._ops["sum"] = fixed_operator(self._base(), self._counts.to(dtype))  # type: ignore[union-attr]
+        elif reduce == "mean":
+            structure = self._base()
+            own_degree = p.in_degree.to(torch.float64)[:p.num_own].to(self.device)
+            # Isolated rows have no entries, so clamping their degree only avoids 0/0.
+            values = self._counts / own_degree.clamp_min(1)[structure.row]  # type: ignore[operator]
+            self._ops["mean"] = fixed_operator(structure, values.to(dtype))
+        elif reduce == "gcn":
+            # D^-1/2 (A + I) D^-1/2 with D = in_degree + 1 (global degrees), the I as one
+            # extra entry per own row; entries merge with existing self-loop edges.
+            g_dst, g_src = _with_self_loops(p.dst_local(), p.indices, p.num_own, p.num_local)
+            inv_sqrt = (p.in_degree.to(torch.float64) + 1).rsqrt()
+            g_val = inv_sqrt[g_dst] * inv_sqrt[g_src]
+            structure, values = build_structure(g_dst, g_src, g_val, p.num_own, p.num_local, self.device, dtype)
+            self._ops["gcn"] = fixed_operator(structure, values)
+        elif reduce == "weighted":
+            self._base()
+        elif reduce == "max":
+            self._edges = (p.dst_local().to(self.device), p.indices.to(self.device))
+        else:
+            raise AssertionError(f"unvalidated reduce {reduce!r}")
 
     def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:
-        if reduce == "sum":
-            return csr_mm(self.sum_op, x_local)
-        if reduce == "mean":
-            return csr_mm(self.mean_op, x_local)
-        if reduce == "gcn":
-            return csr_mm(self.gcn_op, x_local)
+        if reduce in ("sum", "mean", "gcn"):
+            op = self._ops.get(reduce)
+            if op is None:
+                self._build(reduce)
+                op = self._ops[reduce]
+            return csr_mm(op, x_local)
         if reduce == "weighted":
             assert edge_weight is not None
-            return csr_weighted_mm(self.structure, edge_weight, x_local)
+            if "weighted" not in self._built:
+                self._build("weighted")
+            return csr_weighted_mm(self._base(), edge_weight, x_local)
         if reduce == "max":
-            return scatter_max(x_local, self.dst, self.src, self.num_own)
+            if self._edges is None:
+                self._build("max")
+            dst, src = self._edges  # type: ignore[misc]
+            return scatter_max(x_local, dst, src, self.num_own)
         raise AssertionError(f"unvalidated reduce {reduce!r}")

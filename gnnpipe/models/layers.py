@@ -240,6 +240,8 @@ class GNNLayer(nn.Module):
         in_dim: width of the layer input (``h_local.shape[1]``).
         out_dim: width of the layer output.
         needs_h0: True when the layer reads the input projection ``h0`` (GCNII).
+        reduces: the aggregations (``ChunkOps`` reduce names) its forward calls, so
+            that a caller builds only those operators.
 
     ``keep`` is the input dropout's mask for the ``h_local`` rows when the caller drew
     it (:func:`dropout`), or :data:`INPUT_DROPPED` when the caller applied it; a layer
@@ -259,6 +261,7 @@ class GNNLayer(nn.Module):
 
     needs_h0: bool = False
     drops_input_rows: bool = False
+    reduces: tuple[str, ...] = ()
 
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()
@@ -339,6 +342,7 @@ class GCNLayer(_DenseWeightLayer):
     """
 
     drops_input_rows = True
+    reduces = ("gcn",)
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
@@ -356,6 +360,7 @@ class SAGELayer(_ActivatedLayer):
     """
 
     drops_input_rows = True
+    reduces = ("mean",)
 
     def __init__(self, in_dim: int, out_dim: int, *, dropout: float = 0.0,
                  activation: bool = True, bias: bool = True) -> None:
@@ -392,6 +397,7 @@ class GCNIILayer(GNNLayer):
 
     needs_h0 = True
     drops_input_rows = True
+    reduces = ("gcn",)
 
     def __init__(self, dim: int, layer_index: int, *, alpha: float = 0.1, lambda_: float = 0.5,
                  dropout: float = 0.0, activation: bool = True) -> None:
@@ -437,6 +443,8 @@ class ResGCNPlusLayer(GNNLayer):
 
     Shapes: h_local [num_local, in_dim] -> [num_own, out_dim].
     """
+
+    reduces = ("mean",)
 
     def __init__(self, in_dim: int, out_dim: int, *, first: bool = False, dropout: float = 0.0) -> None:
         super().__init__(in_dim, out_dim)

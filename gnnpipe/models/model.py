@@ -195,6 +195,8 @@ class DeepGNN(nn.Module):
         layer_dims: L+1 ints, the input width of each layer and the output width of
             the last (the widths of the stage-boundary buffers).
         needs_h0: True when some layer reads ``h0`` (GCNII); ``h0_dim`` is its width.
+        reduces: the aggregations its layers call (sorted ``ChunkOps`` reduce names):
+            the operators a runner builds (``ChunkOps.build(..., reduces=...)``).
 
     Shapes: forward x [N, F] -> logits [N, C].
     """
@@ -208,6 +210,7 @@ class DeepGNN(nn.Module):
         self.decode = decode
         self.layer_dims: list[int] = [layers[0].in_dim] + [layer.out_dim for layer in layers]
         self.needs_h0 = any(layer.needs_h0 for layer in layers)
+        self.reduces: tuple[str, ...] = tuple(sorted({r for layer in layers for r in layer.reduces}))
         self.h0_dim = encode.out_dim
         self.num_classes = decode.out_dim
 

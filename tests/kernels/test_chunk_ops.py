@@ -254,6 +254,32 @@ def test_fixed_operators_are_not_rebuilt_per_call(make_random_graph, monkeypatch
     assert calls == []
 
 
+def test_torch_backend_builds_only_the_reduces_named_and_the_rest_at_first_use(make_random_graph):
+    """``reduces=("gcn",)`` builds the gcn operator alone; another reduce is built at
+    its first aggregate, and every result equals that of operators built at once."""
+    graph = make_random_graph(30, 120, seed=21)
+    plan = build_chunk_plans(graph, torch.tensor([0, 11, 30]))[1]
+    every = ChunkOps.build(plan, dtype=F64)
+    assert every._impl.built == frozenset(REDUCES)
+    ops = ChunkOps.build(plan, dtype=F64, reduces=("gcn",))
+    assert ops._impl.built == frozenset({"gcn"})
+    x = _seeded((plan.num_local, 4), 22)
+    w = _seeded((plan.num_edges,), 23).abs()
+    for i, reduce in enumerate(("gcn", "mean", "max", "weighted", "sum")):
+        got = _run(ops, x, reduce, w if reduce == "weighted" else None, 24 + i)
+        want = _run(every, x, reduce, w if reduce == "weighted" else None, 24 + i)
+        for a, b in zip(got, want):
+            assert (a is None and b is None) or torch.equal(a, b), reduce
+    assert ops._impl.built == frozenset(REDUCES)
+    assert ChunkOps.build(plan, dtype=F64, reduces=())._impl.built == frozenset()
+
+
+def test_unknown_reduce_to_build_is_a_config_error(make_random_graph):
+    plan = build_chunk_plans(make_random_graph(10, 30, seed=25), torch.tensor([0, 10]))[0]
+    with pytest.raises(ConfigError, match="reduces: expected names among .* found 'median'"):
+        ChunkOps.build(plan, reduces=("gcn", "median"))
+
+
 @pytest.mark.parametrize("reduce", REDUCES)
 def test_torch_backend_is_deterministic(make_random_graph, reduce):
     graph = make_random_graph(40, 200, seed=17)

@@ -191,3 +191,20 @@ def test_bad_sizes_raise_config_error():
         build_model(cfg("gcn", 2), 0, C)
     with pytest.raises(ConfigError, match="num_classes"):
         build_model(cfg("gcn", 2), F_IN, 0)
+
+
+@pytest.mark.parametrize("model_name", MODEL_NAMES)
+def test_model_reduces_are_the_aggregations_its_forward_calls(graph, model_name):
+    """``DeepGNN.reduces`` (what runners build) is exactly the set of reduces a
+    training forward and backward call, so no operator is built that none reads."""
+    model = build_model(cfg(model_name, 3, dropout=0.5), F_IN, C).to(DT)
+    ops = ChunkOps.build(whole_graph_plan(graph), dtype=DT, reduces=model.reduces)
+    called = set()
+    real = ops.aggregate
+    ops.aggregate = lambda x, reduce, edge_weight=None: called.add(reduce) or real(x, reduce, edge_weight)
+    model.train()
+    model(graph.features.to(DT), ops).sum().backward()
+    assert tuple(sorted(called)) == model.reduces
+    assert ops._impl.built == frozenset(model.reduces)
+    expected = {"gcn": ("gcn",), "gcnii": ("gcn",), "sage": ("mean",), "resgcn+": ("mean",), "mlp": ()}
+    assert model.reduces == expected[model_name]
