@@ -158,6 +158,14 @@ def _masked(x: Tensor, keep: Tensor, scale: float) -> Tensor:
     return out if scale == 1.0 else out.mul_(scale)
 
 
+def apply_keep(x: Tensor, keep: Tensor) -> Tensor:
+    """``x`` with the bool mask ``keep`` applied, kept entries unscaled (a new tensor):
+    what :func:`dropout` ``(..., scaled=False)`` returns for a mask drawn beforehand.
+
+    Shapes: x, keep [n, d] -> [n, d]."""
+    return _masked(x, keep, 1.0)
+
+
 def _factor(keep: Tensor) -> Tensor:
     """A bool mask as the factor of a multiply: its bytes read as uint8 (0 or 1, no
     copy). ``float * uint8`` is about 1.5x as fast as ``float * bool`` on the CPU

@@ -34,8 +34,9 @@ from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.errors import ConfigError
 from gnnpipe.kernels.sparse_input import sparse_linear, sparse_weight_grad
 
-from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, masked_dropout,
-                     scaled_weight)
+from .layers import (GCNIILayer, GCNLayer, GNNLayer, MLPLayer, ResGCNPlusLayer, SAGELayer, apply_keep,
+                     dropout_scale, masked_dropout, scaled_weight)
+from .masks import draw_keep
 
 __all__ = ["MODEL_NAMES", "DroppedInput", "InputProjection", "Classifier", "DeepGNN", "build_model", "model_input"]
 
@@ -60,29 +61,42 @@ def _init_row_linear(module: nn.Module, in_dim: int, out_dim: int, enabled: bool
 @dataclass(frozen=True)
 class DroppedInput:
     """The input projection's input after its dropout, drawn once: dense, the input
-    with the mask applied and the kept entries unscaled; sparse, the features and their
+    and its keep mask (``keep``, applied by :meth:`select`, kept entries unscaled), or
+    the input with the mask applied (``keep`` None); sparse, the features and their
     stored values after dropout. ``scale`` (``1 / (1 - p)``, or 1) is folded into the
     projection's weight. Every group of rows projected from one ``DroppedInput``
     (``InputProjection.forward(d, rows=...)``) sees the same draw, so the groups
     together give one whole forward's values.
 
-    Shapes: x [n, F] (Tensor or SparseFeatures); values [nnz] (sparse only).
+    Why the mask and not the dropped copy: a pipeline's stage 0 keeps its epoch's draw
+    from the first group's encode to the last group's backward, and the bool mask is a
+    quarter of a float32 copy of X (the 200k systems graph: 12 MiB against 49 MiB),
+    beside the X it holds anyway.
+
+    Shapes: x [n, F] (Tensor or SparseFeatures); values [nnz] (sparse only); keep bool
+    [n, F] (dense only).
     """
 
     x: Tensor | SparseFeatures
     scale: float
     values: Tensor | None = None
+    keep: Tensor | None = None
 
     def select(self, rows: Tensor | None) -> "DroppedInput":
-        """Rows ``rows`` of it, in that order (all of it, itself, when None).
+        """Rows ``rows`` of it, in that order, with the mask applied (all of it when
+        None: itself, or the masked input).
 
         Shapes: rows int64 [m] -> x [m, F]."""
-        if rows is None:
-            return self
         if isinstance(self.x, SparseFeatures):
+            if rows is None:
+                return self
             xs = SparseFeatures(self.x.crow, self.x.col, self.values, self.x.shape).index_select(0, rows)
             return DroppedInput(xs, self.scale, xs.values)
-        return DroppedInput(self.x.index_select(0, rows), self.scale)
+        x = self.x if rows is None else self.x.index_select(0, rows)
+        if self.keep is None:
+            return self if rows is None else DroppedInput(x, self.scale)
+        return DroppedInput(apply_keep(x, self.keep if rows is None else self.keep.index_select(0, rows)),
+                            self.scale)
 
 
 class InputProjection(nn.Module):
@@ -118,8 +132,13 @@ class InputProjection(nn.Module):
             # The values need no gradient: dropout's no-grad path, one draw per stored value.
             values, s = masked_dropout(x.values, self.dropout, self.training, generator=generator)
             return DroppedInput(x, s, values)
-        xd, s = masked_dropout(x, self.dropout, self.training, generator=generator)
-        return DroppedInput(xd, s)
+        if x.requires_grad or not self.training or self.dropout == 0.0:
+            xd, s = masked_dropout(x, self.dropout, self.training, generator=generator)
+            return DroppedInput(xd, s)
+        # The mask masked_dropout would draw (the same generator and shape: the same
+        # values), applied as rows are selected.
+        keep = draw_keep(x.shape, self.dropout, generator=generator, device=x.device)
+        return DroppedInput(x, dropout_scale(self.dropout, True), keep=keep)
 
     def forward(self, x: Tensor | SparseFeatures | DroppedInput, generator: torch.Generator | None = None,
                 rows: Tensor | None = None) -> Tensor:

@@ -208,3 +208,22 @@ def test_model_reduces_are_the_aggregations_its_forward_calls(graph, model_name)
     assert ops._impl.built == frozenset(model.reduces)
     expected = {"gcn": ("gcn",), "gcnii": ("gcn",), "sage": ("mean",), "resgcn+": ("mean",), "mlp": ()}
     assert model.reduces == expected[model_name]
+
+
+def test_dense_input_dropout_keeps_its_mask_not_a_dropped_copy():
+    """A dense input's dropout (a pipeline's stage 0 keeps it for the epoch) is the input
+    itself and a bool mask, a quarter of a float copy; its rows, selected, are the rows
+    of the dropout that masked_dropout draws from the same generator."""
+    from gnnpipe.models.layers import masked_dropout
+    from gnnpipe.models.model import InputProjection
+
+    proj = InputProjection(9, 5, dropout=0.5).to(DT)
+    x = torch.randn(40, 9, dtype=DT)
+    d = proj.drop(x, torch.Generator().manual_seed(4))
+    assert d.x is x and d.keep.dtype == torch.bool and d.keep.shape == x.shape
+    want, scale = masked_dropout(x, 0.5, True, generator=torch.Generator().manual_seed(4))
+    rows = torch.tensor([7, 0, 33])
+    assert torch.equal(d.select(rows).x, want[rows]) and torch.equal(d.select(None).x, want)
+    assert d.scale == scale == 2.0 and d.select(rows).keep is None
+    proj.eval()
+    assert proj.drop(x).keep is None and proj.drop(x).x is x

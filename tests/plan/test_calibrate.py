@@ -75,3 +75,20 @@ def test_given_the_runs_graph_the_second_measurement_times_its_kernels_on_it(mon
     from gnnpipe.huge_pages import huge_pages_state  # and whether its large allocations had huge pages
 
     assert prof.source.endswith(f"host huge pages {'on' if huge_pages_state()['effective'] else 'off'})")
+
+
+def test_the_second_sizes_speedup_is_the_ratio_of_its_own_alternated_timings(monkeypatch):
+    """The speedup at the second size is the one-thread layer over the all-core layer of
+    the same alternation, over the first size's speedup: not mixed with the kernels'
+    one-thread timing of that layer, taken minutes apart."""
+    import importlib
+
+    import torch
+
+    cal = importlib.import_module("gnnpipe.plan.calibrate")
+    rates = {name: 1.0 for name in cal._RATE_KEYS.values()} | {"rows": {"gcn": 1.0}}
+    monkeypatch.setattr(cal, "_kernel_rates", lambda *a, **k: (rates, {"gcn": 0.5}, {}))
+    monkeypatch.setattr(cal, "_layer_step", lambda *a, **k: (lambda: None, None))
+    monkeypatch.setattr(cal, "alternating_min_s", lambda calls, repeats: (3.0, 2.0))
+    out = cal._large_point(5000, 4.0, 16, ("gcn",), torch.device("cpu"), 1, 2, rates, 1.25)
+    assert out["large_rate_ratio"]["single_speedup"] == pytest.approx(3.0 / 2.0 / 1.25)
