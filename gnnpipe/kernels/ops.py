@@ -21,7 +21,8 @@ The result is differentiable w.r.t. every row of ``x_local``, halo rows included
 
 Backends, chosen explicitly: ``torch`` (default; CSR sparse-dense products, scatter
 max), ``scatter`` (torch-scatter, when installed) and ``reference`` (plain per-edge
-code for tests). All operators are built once in :meth:`ChunkOps.build`.
+code for tests). Operators are built once, never per call: in :meth:`ChunkOps.build`
+for the reduces it names, any other at its first use.
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev:
     ops = ChunkOps.build(_plan(large_n, degree) if graph is None else whole_graph_plan(graph.remove_self_loops()),
                          device=dev)
     torch.set_num_threads(threads)
-    rates, one_thread, _saved = _kernel_rates(ops, h, kinds, dev, repeats=LARGE_REPEATS, stack_depth=1)
+    rates, _one_thread, _saved = _kernel_rates(ops, h, kinds, dev, repeats=LARGE_REPEATS, stack_depth=1)
     ratio = {key: rates[name] / small[name] for key, name in _RATE_KEYS.items() if small[name] > 0}
     ratio["row"] = statistics.median(rates["rows"][k] / small["rows"][k] for k in kinds)
     step = _layer_step(kinds[0], h, ops, ops.plan.num_own, dev, stack_depth=1)[0]
