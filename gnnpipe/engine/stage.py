@@ -285,10 +285,9 @@ class Stage:
         backward received proves every forward message received: the wait returns at
         once. Kept until the epoch's ``WaitSends`` instead, the C messages (each
         [num_own, width]) stayed through the backward, where a stage's memory peaks."""
-        released = {id(h) for h in st.forward_sends}
         for h in st.forward_sends:
             st.timer.wait(h)
-        st.sends = [h for h in st.sends if id(h) not in released]
+        st.sends = [h for h in st.sends if not h.done]  # WaitSends waits the rest
         st.forward_sends = []
 
     def send_backward(self, st: EpochState, k: int) -> None:

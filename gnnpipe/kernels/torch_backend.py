@@ -95,8 +95,8 @@ class TorchBackend:
     ResGCN+ ``mean``; MLP none), and each operator holds its CSR and transpose ([nnz]
     indices and values each), so building only that one keeps 52-54 of the 130 bytes
     an edge the five took (the tensors' bytes over the edges of a 20,000-vertex
-    synthetic graph's whole-graph plan, float32, measured): a pipeline stage holds the
-    operators of all its C chunks, every edge of the graph.
+    synthetic graph's whole-graph plan, float32, measured ad hoc): a pipeline stage
+    holds the operators of all its C chunks, every edge of the graph.
 
     Shapes: every CSR is [num_own, num_local]; its transpose [num_local, num_own].
     """
@@ -158,20 +158,12 @@ class TorchBackend:
             raise AssertionError(f"unvalidated reduce {reduce!r}")
 
     def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:
-        if reduce in ("sum", "mean", "gcn"):
-            op = self._ops.get(reduce)
-            if op is None:
-                self._build(reduce)
-                op = self._ops[reduce]
-            return csr_mm(op, x_local)
+        if reduce not in self._built:
+            self._build(reduce)
         if reduce == "weighted":
             assert edge_weight is not None
-            if "weighted" not in self._built:
-                self._build("weighted")
             return csr_weighted_mm(self._base(), edge_weight, x_local)
         if reduce == "max":
-            if self._edges is None:
-                self._build("max")
             dst, src = self._edges  # type: ignore[misc]
             return scatter_max(x_local, dst, src, self.num_own)
-        raise AssertionError(f"unvalidated reduce {reduce!r}")
+        return csr_mm(self._ops[reduce], x_local)
