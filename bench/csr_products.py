@@ -1,0 +1,133 @@
+"""The CSR products of one GCN layer, by index type and by call, in one process.
+
+A layer's aggregation is ``A x`` forward and ``A^T g`` backward
+(:mod:`gnnpipe.kernels.csr`). On the CPU torch runs both through MKL, which takes
+32-bit indices: given int64 ones (what the structures held before), torch converts
+the row pointers and column indices to int32 at every product. This times, on a real
+graph's ``gcn`` operator (its whole-graph plan, as single mode multiplies it, and its
+C METIS chunks, as a pipeline stage does), the forward and the transposed product of
+a layer with:
+
+* ``int64``: the structure's indices int64, ``A @ x``;
+* ``int32``: the same indices as int32, ``A @ x``;
+* ``int32_addmm``: int32, ``torch.addmm(empty, A, x, beta=0)`` (no zeroed output:
+  ``A @ x`` zero-fills its output first);
+
+alternating the variants ``--rounds`` times (the median of each variant's per-round
+times), with the products' results checked bit-equal across the variants. One thread
+(``--threads``), as a worker has. Writes a JSON with machine, load and config::
+
+    python -m bench.csr_products --out bench/results/csr_products.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+
+from .runner import default_data_root, load_average, write_measurement
+
+VARIANTS = ("int64", "int32", "int32_addmm")
+
+
+def _operators(dataset: str, data_root: str, chunks: int, options: dict[str, Any]) -> dict[str, list[tuple]]:
+    """``{"whole": [(A, A^T)], "chunks": [(A, A^T) per chunk]}``: the gcn operators
+    with the indices the installed gnnpipe builds them with."""
+    from gnnpipe.data import load_dataset
+    from gnnpipe.kernels import ChunkOps
+    from gnnpipe.partition import chunk_graph, whole_graph_plan
+
+    graph = load_dataset(dataset, root=data_root, **options)
+    chunked = chunk_graph(graph, chunks, cache=False)
+
+    def pair(plan: Any) -> tuple:
+        op = ChunkOps.build(plan, reduces=["gcn"])._impl._ops["gcn"]
+        return op.forward_csr, op.transpose_csr
+
+    return {"whole": [pair(whole_graph_plan(chunked.graph))], "chunks": [pair(p) for p in chunked.plans]}
+
+
+def _with_index(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    from gnnpipe.kernels.csr import make_csr
+
+    return make_csr(a.crow_indices().to(dtype), a.col_indices().to(dtype), a.values(), tuple(a.shape))
+
+
+def _product(variant: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    if variant == "int32_addmm":
+        return lambda a, x: torch.addmm(x.new_empty((a.shape[0], x.shape[1])), a, x, beta=0.0)
+    return lambda a, x: a @ x
+
+
+def measure(ops: list[tuple], hidden: int, rounds: int, reps: int) -> dict[str, Any]:
+    """Each variant's median milliseconds for one layer's products (forward and
+    transposed, every operator of ``ops``), and whether every variant's results equal
+    the int64 ones bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    mats = {v: [] for v in VARIANTS}
+    inputs = []
+    for fwd, bwd in ops:
+        for a in (fwd, bwd):
+            inputs.append(torch.randn(a.shape[1], hidden, generator=gen))
+            mats["int64"].append(_with_index(a, torch.int64))
+            mats["int32"].append(_with_index(a, torch.int32))
+            mats["int32_addmm"].append(mats["int32"][-1])
+    ref = [a @ x for a, x in zip(mats["int64"], inputs)]
+    equal = {v: all(torch.equal(_product(v)(a, x), r) for a, x, r in zip(mats[v], inputs, ref)) for v in VARIANTS}
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for _ in range(rounds):
+        for v in VARIANTS:
+            prod = _product(v)
+            for a, x in zip(mats[v], inputs):  # warm
+                prod(a, x)
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                for a, x in zip(mats[v], inputs):
+                    prod(a, x)
+            times[v].append((time.perf_counter() - t0) / reps * 1e3)
+    return {"median_ms": {v: statistics.median(t) for v, t in times.items()},
+            "all_ms": times, "bit_equal_to_int64": equal,
+            "nnz": sum(int(a._nnz()) for a in mats["int64"]) // 2, "operators": len(ops)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="bench/results/csr_products.json")
+    ap.add_argument("--datasets", nargs="+", default=["blogcatalog", "amazon_photo", "synthetic"])
+    ap.add_argument("--data-root", default=default_data_root())
+    ap.add_argument("--synthetic-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="loader options of the synthetic graph (default: the 200k systems graph)")
+    ap.add_argument("--chunks", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
+    from gnnpipe.data.options import parse_option_words
+
+    synthetic = parse_option_words(args.synthetic_option or [
+        "num_nodes=200000", "avg_degree=10.0", "homophily=0.6", "feature_signal=0.22", "seed=0"],
+        "--synthetic-option")
+    before = load_average()
+    results = {}
+    for name in args.datasets:
+        options = synthetic if name == "synthetic" else {}
+        ops = _operators(name, args.data_root, args.chunks, options)
+        results[name] = {kind: measure(o, args.hidden, args.rounds, args.reps) for kind, o in ops.items()}
+        r = results[name]
+        print(name, {k: {v: round(ms, 3) for v, ms in r[k]["median_ms"].items()} for k in r}, flush=True)
+    write_measurement(args, "milliseconds of one gcn layer's CSR products (forward + transposed) by index type "
+                      "and call, alternated; medians over rounds (measured)", before, results=results,
+                      pid=os.getpid())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The CSR structures' index type: int32 where it fits (what MKL's products take
+without a conversion per call), int64 beyond, and the same products either way."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnpipe.kernels import ChunkOps
+from gnnpipe.kernels.csr import csr_index_dtype, edge_dot, make_csr
+from gnnpipe.partition import build_chunk_plans, whole_graph_plan
+
+F64 = torch.float64
+
+
+def test_index_dtype_is_int32_up_to_its_largest_value_and_int64_past_it():
+    big = 2**31 - 1
+    assert csr_index_dtype(10, 10, 10) == torch.int32
+    assert csr_index_dtype(big, big, big) == torch.int32
+    for sizes in [(big + 1, 10, 10), (10, big + 1, 10), (10, 10, big + 1)]:
+        assert csr_index_dtype(*sizes) == torch.int64
+
+
+def _int64_copy(a: torch.Tensor) -> torch.Tensor:
+    return make_csr(a.crow_indices().long(), a.col_indices().long(), a.values(), tuple(a.shape))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "gcn"])
+def test_built_operators_hold_int32_indices_and_multiply_as_int64_ones_do(make_random_graph, reduce):
+    graph = make_random_graph(30, 120, seed=31)
+    for plan in [whole_graph_plan(graph), *build_chunk_plans(graph, torch.tensor([0, 11, 30]))]:
+        op = ChunkOps.build(plan, dtype=F64, reduces=[reduce])._impl._ops[reduce]
+        s = op.structure
+        assert {s.crow.dtype, s.col.dtype, s.t_crow.dtype, s.t_col.dtype} == {torch.int32}
+        assert s.row.dtype == s.perm.dtype == torch.int64  # index arguments of torch ops, not of MKL
+        for a in (op.forward_csr, op.transpose_csr):
+            assert a.crow_indices().dtype == a.col_indices().dtype == torch.int32
+            x = torch.randn(a.shape[1], 5, dtype=F64, generator=torch.Generator().manual_seed(3))
+            assert torch.equal(a @ x, _int64_copy(a) @ x)
+
+
+def test_edge_dot_reads_int32_structures(make_random_graph):
+    plan = whole_graph_plan(make_random_graph(20, 70, seed=32))
+    s = ChunkOps.build(plan, dtype=F64, reduces=["weighted"])._impl._base()
+    assert s.col.dtype == torch.int32
+    gen = torch.Generator().manual_seed(4)
+    grad_y = torch.randn(s.num_rows, 6, dtype=F64, generator=gen)
+    x = torch.randn(s.num_cols, 6, dtype=F64, generator=gen)
+    rows, cols = s.row, s.col.long()
+    assert torch.allclose(edge_dot(grad_y, x, s), (grad_y[rows] * x[cols]).sum(1), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_spmm_equals_the_product_whatever_its_new_output_held(make_random_graph, dtype):
+    from gnnpipe.kernels.csr import spmm
+
+    plan = whole_graph_plan(make_random_graph(30, 120, seed=33))
+    op = ChunkOps.build(plan, dtype=dtype, reduces=["gcn"])._impl._ops["gcn"]
+    gen = torch.Generator().manual_seed(5)
+    for a in (op.forward_csr, op.transpose_csr):
+        x = torch.randn(a.shape[1], 7, generator=gen).to(dtype)
+        want = a @ x
+        for _ in range(3):
+            # Leave NaN where the allocator is likely to place spmm's output.
+            del_me = torch.full((a.shape[0], 7), float("nan"), dtype=dtype)
+            del del_me
+            got = spmm(a, x)
+            assert torch.equal(got, want)
+            assert not got.isnan().any()
