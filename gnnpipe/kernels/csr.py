@@ -180,7 +180,8 @@ def spmm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     (bench/results/csr_products.json, one thread, a layer's forward and transposed
     products, medians): 10 % less over the C = 8 chunks and 22 % less over the whole
     graph of the 200k-vertex systems graph (with int32 indices), within the
-    machine's spread on the 5k-8k-vertex dense graphs.
+    machine's spread on the 5k-8k-vertex dense graphs. Whole 200k epochs before and
+    after did not differ beyond their spread (bench/results/kernel_ab_200k/).
 
     Shapes: a [rows, cols]; x [cols, d] -> [rows, d].
     """
