@@ -1,0 +1,25 @@
+"""bench/csr_products.py: on a small graph, every variant's products (int64 and int32
+indices, ``@`` and ``addmm`` into an output not zeroed) equal the int64 ones bit for
+bit, and each variant has one timing per round, for the whole graph and the chunks."""
+
+from __future__ import annotations
+
+import json
+
+from bench import csr_products
+
+
+def test_every_variant_is_timed_per_round_and_equals_the_int64_products(tmp_path):
+    out = tmp_path / "p.json"
+    csr_products.main(["--out", str(out), "--datasets", "synthetic", "--synthetic-option", "num_nodes=400",
+                       "--chunks", "4", "--hidden", "8", "--rounds", "3", "--reps", "1"])
+    rec = json.loads(out.read_text())
+    res = rec["results"]["synthetic"]
+    assert set(res) == {"whole", "chunks"}
+    assert res["whole"]["operators"] == 1 and res["chunks"]["operators"] == 4
+    assert res["whole"]["nnz"] == res["chunks"]["nnz"] > 0  # the chunks hold every entry once
+    for kind in res.values():
+        assert kind["bit_equal_to_int64"] == {v: True for v in csr_products.VARIANTS}
+        for v in csr_products.VARIANTS:
+            assert len(kind["all_ms"][v]) == 3 and kind["median_ms"][v] > 0
+    assert rec["config"]["rounds"] == 3 and "load_average_before" in rec and rec["machine"]
