@@ -10,8 +10,8 @@ a layer with:
 
 * ``int64``: the structure's indices int64, ``A @ x``;
 * ``int32``: the same indices as int32, ``A @ x``;
-* ``int32_addmm``: int32, ``torch.addmm(empty, A, x, beta=0)`` (no zeroed output:
-  ``A @ x`` zero-fills its output first);
+* ``int32_addmm``: int32, :func:`gnnpipe.kernels.csr.spmm` (``addmm`` into an output
+  not zeroed first: ``A @ x`` zero-fills its output first);
 
 alternating the variants ``--rounds`` times (the median of each variant's per-round
 times), with the products' results checked bit-equal across the variants. One thread
@@ -23,7 +23,6 @@ times), with the products' results checked bit-equal across the variants. One th
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 import warnings
@@ -33,7 +32,16 @@ import torch
 
 from .runner import default_data_root, load_average, write_measurement
 
+#: Each variant's index type and product (``spmm``: the kernels' own, into an output
+#: not zeroed first).
 VARIANTS = ("int64", "int32", "int32_addmm")
+
+
+def _variant(name: str) -> tuple[torch.dtype, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    from gnnpipe.kernels.csr import spmm
+
+    return {"int64": (torch.int64, torch.matmul), "int32": (torch.int32, torch.matmul),
+            "int32_addmm": (torch.int32, spmm)}[name]
 
 
 def _operators(dataset: str, data_root: str, chunks: int, options: dict[str, Any]) -> dict[str, list[tuple]]:
@@ -59,31 +67,20 @@ def _with_index(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return make_csr(a.crow_indices().to(dtype), a.col_indices().to(dtype), a.values(), tuple(a.shape))
 
 
-def _product(variant: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    if variant == "int32_addmm":
-        return lambda a, x: torch.addmm(x.new_empty((a.shape[0], x.shape[1])), a, x, beta=0.0)
-    return lambda a, x: a @ x
-
-
 def measure(ops: list[tuple], hidden: int, rounds: int, reps: int) -> dict[str, Any]:
     """Each variant's median milliseconds for one layer's products (forward and
     transposed, every operator of ``ops``), and whether every variant's results equal
     the int64 ones bit for bit."""
     gen = torch.Generator().manual_seed(0)
-    mats = {v: [] for v in VARIANTS}
-    inputs = []
-    for fwd, bwd in ops:
-        for a in (fwd, bwd):
-            inputs.append(torch.randn(a.shape[1], hidden, generator=gen))
-            mats["int64"].append(_with_index(a, torch.int64))
-            mats["int32"].append(_with_index(a, torch.int32))
-            mats["int32_addmm"].append(mats["int32"][-1])
+    inputs = [torch.randn(a.shape[1], hidden, generator=gen) for pair in ops for a in pair]
+    mats = {v: [_with_index(a, _variant(v)[0]) for pair in ops for a in pair] for v in VARIANTS}
     ref = [a @ x for a, x in zip(mats["int64"], inputs)]
-    equal = {v: all(torch.equal(_product(v)(a, x), r) for a, x, r in zip(mats[v], inputs, ref)) for v in VARIANTS}
+    equal = {v: all(torch.equal(_variant(v)[1](a, x), r) for a, x, r in zip(mats[v], inputs, ref))
+             for v in VARIANTS}
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for _ in range(rounds):
         for v in VARIANTS:
-            prod = _product(v)
+            prod = _variant(v)[1]
             for a, x in zip(mats[v], inputs):  # warm
                 prod(a, x)
             t0 = time.perf_counter()
@@ -125,8 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         r = results[name]
         print(name, {k: {v: round(ms, 3) for v, ms in r[k]["median_ms"].items()} for k in r}, flush=True)
     write_measurement(args, "milliseconds of one gcn layer's CSR products (forward + transposed) by index type "
-                      "and call, alternated; medians over rounds (measured)", before, results=results,
-                      pid=os.getpid())
+                      "and call, alternated; medians over rounds (measured)", before, results=results)
 
 
 if __name__ == "__main__":

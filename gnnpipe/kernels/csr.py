@@ -27,21 +27,18 @@ import torch
 __all__ = ["CsrStructure", "CsrOperator", "build_structure", "fixed_operator", "csr_mm", "csr_weighted_mm",
            "csr_index_dtype", "spmm"]
 
-#: The largest value an int32 CSR index array can hold.
-_INT32_MAX = 2**31 - 1
-
-
 def csr_index_dtype(num_rows: int, num_cols: int, nnz: int) -> torch.dtype:
     """int32 where every row pointer and column index fits in it, else int64.
 
     MKL's sparse products (torch's CPU CSR @ dense) take 32-bit indices: given int64
     ones, torch converts both index arrays to int32 at every product (two copies per
-    call in torch's profiler), an [nnz] and an [rows + 1] copy; cuSPARSE takes either.
+    call in torch's profiler, ad hoc), an [nnz] and an [rows + 1] copy; cuSPARSE takes
+    either.
     A structure multiplied thousands of times keeps them int32 from the start, and
     half the bytes. The copies are small next to the product: in
     bench/results/csr_products.json int32 alone is within the machine's spread.
     """
-    return torch.int32 if max(num_rows, num_cols, nnz) <= _INT32_MAX else torch.int64
+    return torch.int32 if max(num_rows, num_cols, nnz) <= torch.iinfo(torch.int32).max else torch.int64
 
 
 def make_csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -178,10 +175,11 @@ def spmm(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     ``beta = 0`` ignores what the output holds (NaN included), so the fill is one pass
     over [rows, d] saved per product, the same values bit for bit. Measured
     (bench/results/csr_products.json, one thread, a layer's forward and transposed
-    products, medians): 10 % less over the C = 8 chunks and 22 % less over the whole
-    graph of the 200k-vertex systems graph (with int32 indices), within the
-    machine's spread on the 5k-8k-vertex dense graphs. Whole 200k epochs before and
-    after did not differ beyond their spread (bench/results/kernel_ab_200k/).
+    products, medians, 200k-vertex systems graph): against ``a @ x`` with the same
+    int32 indices 606 -> 519 ms over the whole graph and 375 -> 321 ms over its C = 8
+    chunks; against ``a @ x`` with int64 indices 666 -> 519 and 355 -> 321 ms; within
+    the machine's spread on the 5k-8k-vertex dense graphs. Whole 200k epochs before
+    and after did not differ beyond their spread (bench/results/kernel_ab_200k/).
 
     Shapes: a [rows, cols]; x [cols, d] -> [rows, d].
     """
