@@ -13,6 +13,12 @@ a layer with:
 * ``int32_addmm``: int32, :func:`gnnpipe.kernels.csr.spmm` (``addmm`` into an output
   not zeroed first: ``A @ x`` zero-fills its output first);
 
+and, beside the chunks as they are (``chunks``), the chunks as a pipeline stage
+multiplies them in training (``chunks_held``): each chunk's transpose without the
+entries of its halo rows owned by chunks later in a random order (seeded), the stale
+reads it holds constant (:meth:`gnnpipe.kernels.ChunkOps.with_constant_rows`);
+``kept_share`` is the share of transposed entries left;
+
 alternating the variants ``--rounds`` times (the median of each variant's per-round
 times), with the products' results checked bit-equal across the variants. One thread
 (``--threads``), as a worker has. Writes a JSON with machine, load and config::
@@ -44,21 +50,34 @@ def _variant(name: str) -> tuple[torch.dtype, Callable[[torch.Tensor, torch.Tens
             "int32_addmm": (torch.int32, spmm)}[name]
 
 
-def _operators(dataset: str, data_root: str, chunks: int, options: dict[str, Any]) -> dict[str, list[tuple]]:
-    """``{"whole": [(A, A^T)], "chunks": [(A, A^T) per chunk]}``: the gcn operators
-    with the indices the installed gnnpipe builds them with."""
+def _operators(dataset: str, data_root: str, chunks: int, options: dict[str, Any],
+               seed: int = 0) -> dict[str, list[tuple]]:
+    """``{"whole": [(A, A^T)], "chunks": [(A, A^T) per chunk], "chunks_held": [(A,
+    A^T without the stale columns) per chunk]}``: the gcn operators with the indices
+    the installed gnnpipe builds them with (module docstring)."""
     from gnnpipe.data import load_dataset
     from gnnpipe.kernels import ChunkOps
+    from gnnpipe.kernels.csr import operator_without_transposed_rows
     from gnnpipe.partition import chunk_graph, whole_graph_plan
 
     graph = load_dataset(dataset, root=data_root, **options)
     chunked = chunk_graph(graph, chunks, cache=False)
+    order = torch.randperm(len(chunked.plans), generator=torch.Generator().manual_seed(seed))
+    step_of = torch.empty_like(order)
+    step_of[order] = torch.arange(order.numel())
 
-    def pair(plan: Any) -> tuple:
-        op = ChunkOps.build(plan, reduces=["gcn"])._impl._ops["gcn"]
-        return op.forward_csr, op.transpose_csr
+    def gcn(plan: Any) -> Any:
+        return ChunkOps.build(plan, reduces=["gcn"])._impl._ops["gcn"]
 
-    return {"whole": [pair(whole_graph_plan(chunked.graph))], "chunks": [pair(p) for p in chunked.plans]}
+    def held(plan: Any) -> tuple:
+        op = gcn(plan)
+        stale = step_of[plan.halo_chunk.long()] > step_of[plan.chunk_idx]
+        constant = torch.cat([torch.zeros(plan.num_own, dtype=torch.bool), stale])
+        return op.forward_csr, operator_without_transposed_rows(op, constant).transpose_csr
+
+    return {"whole": [(op.forward_csr, op.transpose_csr) for op in [gcn(whole_graph_plan(chunked.graph))]],
+            "chunks": [(op.forward_csr, op.transpose_csr) for op in map(gcn, chunked.plans)],
+            "chunks_held": [held(p) for p in chunked.plans]}
 
 
 def _with_index(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -88,9 +107,10 @@ def measure(ops: list[tuple], hidden: int, rounds: int, reps: int) -> dict[str, 
                 for a, x in zip(mats[v], inputs):
                     prod(a, x)
             times[v].append((time.perf_counter() - t0) / reps * 1e3)
+    forward_nnz = sum(int(pair[0]._nnz()) for pair in ops)
     return {"median_ms": {v: statistics.median(t) for v, t in times.items()},
-            "all_ms": times, "bit_equal_to_int64": equal,
-            "nnz": sum(int(a._nnz()) for a in mats["int64"]) // 2, "operators": len(ops)}
+            "all_ms": times, "bit_equal_to_int64": equal, "nnz": forward_nnz, "operators": len(ops),
+            "kept_share": sum(int(pair[1]._nnz()) for pair in ops) / max(forward_nnz, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:

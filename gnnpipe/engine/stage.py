@@ -28,9 +28,12 @@ The semantics are the simulator's (:mod:`gnnpipe.engine.simulator`):
 * **Backward** of chunk ``k``, layer by layer: one autograd call per layer gives the
   gradient of ``h_local``; its fresh halo part is added to ``G_l`` of the source rows
   (technique 3 multiplies exactly this part by 2), its stale part is dropped (stale
-  rows are constants); the gradient of the layer input of ``k`` is its own part plus
-  ``G_l[rows of k]``, complete because every chunk that read ``k`` freshly came later
-  in the order and has already done its backward.
+  rows are constants: a layer that aggregates its input rows as read,
+  ``aggregates_input_rows``, gets operators that hold them constant, whose transposed
+  products skip their entries, :meth:`ChunkOps.with_constant_rows`; layer 1 of stage 0
+  reads ``h0``, exact, with the full ones); the gradient of the layer input of ``k``
+  is its own part plus ``G_l[rows of k]``, complete because every chunk that read
+  ``k`` freshly came later in the order and has already done its backward.
 * **Dropout** (``parallel.dropout_masks``). ``chunk`` (the default): each layer call
   draws a mask for the rows it reads, own and halo, from the default generator, so a
   halo row gets one sample per reading chunk. ``row``: one mask per row and layer per
@@ -332,9 +335,10 @@ class Stage:
         arena_key = (k, st.epoch % 2 if self.arena_parity else 0)
         self.arena.begin(arena_key)
         alt_pos = None
+        stale = st.step_of[self.halo_chunk[k]] > t
         if st.history is not None:
-            stale = (st.step_of[self.halo_chunk[k]] > t).nonzero().squeeze(1)
-            alt_pos = stale + self.plans[k].num_own
+            alt_pos = stale.nonzero().squeeze(1) + self.plans[k].num_own
+        read_ops = self._read_ops(k, stale)
         for i in range(self.a, self.b):
             l = i + 1
             layer = model.layers[i]
@@ -364,7 +368,9 @@ class Stage:
                 else:
                     alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
                     h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt, drop=drop)
-                out = call_with(layer, weights, h_local, ops, h0_k if layer.needs_h0 else None, keep)
+                layer_ops = read_ops if l > 1 and layer.aggregates_input_rows else ops
+                out = call_with(layer, weights, h_local, layer_ops,
+                                h0_k if layer.needs_h0 else None, keep)
             placed = self.arena.adopt(arena_key, saved, out)
             # The layer's largest slot: dead from this chunk's backward of the layer
             # on, so G_l may borrow it for the epoch (grad_buffers: lent memory).
@@ -388,6 +394,16 @@ class Stage:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
             state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
+
+    def _read_ops(self, k: int, stale: Tensor) -> Any:
+        """Chunk ``k``'s operators for its layers that read a buffer: its ``stale`` halo
+        rows (bool, [num_halo]) held constant, so that the transposed products skip
+        the gradient the backward drops (:meth:`ChunkOps.with_constant_rows`; about half
+        of a chunk's halo under a random order). Layer 1 of stage 0 reads ``h0``,
+        exact everywhere, with the chunk's own operators."""
+        if not bool(stale.any()):
+            return self.ops[k]
+        return self.ops[k].with_constant_rows(torch.cat([stale.new_zeros(self.plans[k].num_own), stale]))
 
     def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> MaskRows | None:
         """The rows ``rows`` (row-space ids, or a slice of them) of slot ``slot``'s

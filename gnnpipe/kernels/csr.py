@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 __all__ = ["CsrStructure", "CsrOperator", "build_structure", "fixed_operator", "csr_mm", "csr_weighted_mm",
-           "csr_index_dtype", "spmm"]
+           "csr_index_dtype", "spmm", "without_transposed_rows", "operator_without_transposed_rows"]
 
 def csr_index_dtype(num_rows: int, num_cols: int, nnz: int) -> torch.dtype:
     """int32 where every row pointer and column index fits in it, else int64.
@@ -161,6 +161,55 @@ def fixed_operator(structure: CsrStructure, values: torch.Tensor) -> CsrOperator
     forward_csr = make_csr(s.crow, s.col, values, (s.num_rows, s.num_cols))
     transpose_csr = make_csr(s.t_crow, s.t_col, values[s.perm].contiguous(), (s.num_cols, s.num_rows))
     return CsrOperator(structure, forward_csr, transpose_csr)
+
+
+def _kept_entries(t_crow: torch.Tensor, constant: torch.Tensor, nnz: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(entry_kept, kept_t_crow)``: which entries of a transpose with row pointers
+    ``t_crow`` lie in rows not ``constant``, and the row pointers of those alone.
+
+    Shapes: t_crow [num_cols + 1]; constant bool [num_cols] -> bool [nnz], [num_cols + 1]."""
+    per_row = t_crow[1:] - t_crow[:-1]
+    kept = ~constant.to(t_crow.device)
+    entry_kept = kept.repeat_interleave(per_row.to(torch.int64), output_size=nnz)
+    kept_t_crow = torch.zeros_like(t_crow)
+    kept_t_crow[1:] = torch.cumsum(per_row * kept.to(per_row.dtype), 0)
+    return entry_kept, kept_t_crow
+
+
+def without_transposed_rows(structure: CsrStructure, constant: torch.Tensor) -> CsrStructure:
+    """``structure`` with the entries of the columns ``constant`` left out of its
+    transpose: the forward ``A x`` is unchanged, and ``A^T g`` computes only the rows
+    of ``x`` that are not constant (the others come out 0, and cost nothing).
+
+    A pipeline stage's chunk reads some halo rows stale: constants whose gradient it
+    throws away. Under a random chunk order about half of a chunk's halo rows are, and
+    on a dense graph most of a chunk's entries lie in halo columns, so the transposed
+    product otherwise spends much of its work on gradients that are dropped. The
+    forward entries and the products of the rows kept are the same, in the same order:
+    their gradients are the same bit for bit. O(nnz), once per chunk and epoch.
+
+    Shapes: constant bool [num_cols]; the result's t_col and perm [nnz of the
+    columns not constant], its t_crow [num_cols + 1].
+    """
+    s = structure
+    entry_kept, t_crow = _kept_entries(s.t_crow, constant, s.nnz)
+    return CsrStructure(num_rows=s.num_rows, num_cols=s.num_cols, crow=s.crow, col=s.col, row=s.row,
+                        t_crow=t_crow, t_col=s.t_col[entry_kept], perm=s.perm[entry_kept],
+                        slot=s.slot, gather=s.gather)
+
+
+def operator_without_transposed_rows(op: CsrOperator, constant: torch.Tensor) -> CsrOperator:
+    """``op`` with the columns ``constant`` left out of its transpose
+    (:func:`without_transposed_rows`), sharing its structure and forward CSR: what it
+    adds is the kept entries' column indices and values, nothing per entry left out.
+
+    Shapes: constant bool [num_cols]."""
+    if op.transpose_csr is None:
+        return op
+    t = op.transpose_csr
+    entry_kept, t_crow = _kept_entries(op.structure.t_crow, constant, op.structure.nnz)
+    transpose = make_csr(t_crow, t.col_indices()[entry_kept], t.values()[entry_kept], tuple(t.shape))
+    return CsrOperator(op.structure, op.forward_csr, transpose)
 
 
 def _zeros_out(structure: CsrStructure, x: torch.Tensor) -> torch.Tensor:

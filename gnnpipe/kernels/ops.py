@@ -32,6 +32,7 @@ from typing import Iterable, Protocol
 import torch
 
 from gnnpipe.errors import ConfigError, DataError
+from gnnpipe.kernels.constant import hold_constant
 from gnnpipe.kernels.reference import ReferenceBackend
 from gnnpipe.kernels.scatter_backend import ScatterBackend, scatter_available
 from gnnpipe.kernels.torch_backend import TorchBackend
@@ -55,6 +56,19 @@ _BACKEND_CLASSES = {"torch": TorchBackend, "scatter": ScatterBackend, "reference
 def available_backends() -> tuple[str, ...]:
     """The backends that can be built here (``scatter`` only when torch_scatter imports)."""
     return tuple(b for b in BACKENDS if b != "scatter" or scatter_available())
+
+
+class _HeldConstant:
+    """A backend's aggregation with the rows ``constant`` of its input held constant
+    (:meth:`ChunkOps.with_constant_rows` for backends that cannot skip them)."""
+
+    def __init__(self, impl: _Backend, constant: torch.Tensor) -> None:
+        self.name = impl.name
+        self._impl = impl
+        self._constant = constant
+
+    def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:
+        return self._impl.aggregate(hold_constant(x_local, self._constant), reduce, edge_weight)
 
 
 class ChunkOps:
@@ -129,13 +143,35 @@ class ChunkOps:
             raise ConfigError(f"edge_weight: expected None for reduce={reduce!r} (only 'weighted' uses it), found a tensor")
         return self._impl.aggregate(x_local, reduce, edge_weight)
 
-    def _check_tensor(self, name: str, t: torch.Tensor, shape: tuple[int | None, ...]) -> None:
+    def with_constant_rows(self, constant: torch.Tensor) -> "ChunkOps":
+        """These operators with the rows ``constant`` of ``x_local`` held constant: the
+        same aggregation, and a backward that gives those rows gradient 0.
+
+        A pipeline stage reads the halo rows of chunks later in the epoch's order stale
+        and drops their gradient; with the ``torch`` backend the transposed products
+        then skip those rows' entries instead of computing what is dropped
+        (:class:`~gnnpipe.kernels.torch_backend.ConstantRows`); the other backends
+        compute the whole gradient and zero those rows. Built in O(nnz) per reduce at
+        first use: one per chunk and epoch.
+
+        Shapes: constant bool [num_local] on the ops' device.
+        """
+        self._check_tensor("constant", constant, (self.num_local,), torch.bool)
+        impl = self._impl
+        if isinstance(impl, TorchBackend):
+            return ChunkOps(self.plan, impl.with_constant_rows(constant), self.device, self.dtype)
+        return ChunkOps(self.plan, _HeldConstant(impl, constant), self.device, self.dtype)
+
+    def _check_tensor(self, name: str, t: torch.Tensor, shape: tuple[int | None, ...],
+                      dtype: torch.dtype | None = None) -> None:
         expected = "[" + ", ".join("d" if s is None else str(s) for s in shape) + "]"
         if not isinstance(t, torch.Tensor):
             raise DataError(f"{name}: expected a tensor of shape {expected}, found {type(t).__name__}")
         if t.dim() != len(shape) or any(s is not None and t.shape[i] != s for i, s in enumerate(shape)):
             raise DataError(f"{name}: expected shape {expected} for {self!r}, found {list(t.shape)}")
-        if t.dtype != self.dtype:
+        if dtype is not None and t.dtype != dtype:
+            raise DataError(f"{name}: expected dtype {dtype}, found {t.dtype}")
+        if dtype is None and t.dtype != self.dtype:
             raise DataError(f"{name}: expected dtype {self.dtype} (the ChunkOps dtype), found {t.dtype}")
         if t.device != self.device:
             raise DataError(f"{name}: expected device {self.device} (the ChunkOps device), found {t.device}")

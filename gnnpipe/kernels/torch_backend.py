@@ -18,10 +18,12 @@ from typing import Any
 
 import torch
 
-from gnnpipe.kernels.csr import CsrOperator, CsrStructure, build_structure, csr_mm, csr_weighted_mm, fixed_operator
+from gnnpipe.kernels.csr import (CsrOperator, CsrStructure, build_structure, csr_mm, csr_weighted_mm, fixed_operator,
+                                 operator_without_transposed_rows, without_transposed_rows)
+from gnnpipe.kernels.constant import hold_constant
 from gnnpipe.partition.plan import ChunkPlan
 
-__all__ = ["TorchBackend", "scatter_max"]
+__all__ = ["TorchBackend", "ConstantRows", "scatter_max"]
 
 
 class _ScatterMax(torch.autograd.Function):
@@ -167,3 +169,46 @@ class TorchBackend:
             dst, src = self._edges  # type: ignore[misc]
             return scatter_max(x_local, dst, src, self.num_own)
         return csr_mm(self._ops[reduce], x_local)
+
+    def with_constant_rows(self, constant: torch.Tensor) -> "ConstantRows":
+        """These operators with the rows ``constant`` of ``x_local`` held constant
+        (:class:`ConstantRows`)."""
+        return ConstantRows(self, constant)
+
+
+class ConstantRows:
+    """A :class:`TorchBackend`'s operators whose backward leaves out the rows
+    ``constant`` of ``x_local``: their gradient is 0 and is not computed.
+
+    ``sum``, ``mean``, ``gcn`` and ``weighted`` use the base's operators with those
+    columns left out of their transposes (:mod:`gnnpipe.kernels.csr`:
+    ``operator_without_transposed_rows``, ``without_transposed_rows``), built at first
+    use of each; ``max`` computes the full gradient and zeroes them.
+    The forward is the base's, bit for bit, and so are the other rows' gradients.
+
+    Shapes: constant bool [num_local].
+    """
+
+    name = "torch"
+
+    def __init__(self, base: TorchBackend, constant: torch.Tensor) -> None:
+        self._base = base
+        self._constant = constant
+        self._ops: dict[str, CsrOperator] = {}
+        self._structure: CsrStructure | None = None
+
+    def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:
+        base = self._base
+        if reduce not in base.built:
+            base._build(reduce)
+        if reduce == "max":
+            return base.aggregate(hold_constant(x_local, self._constant), reduce, None)
+        if reduce == "weighted":
+            assert edge_weight is not None
+            if self._structure is None:
+                self._structure = without_transposed_rows(base._base(), self._constant)
+            return csr_weighted_mm(self._structure, edge_weight, x_local)
+        op = self._ops.get(reduce)
+        if op is None:
+            op = self._ops[reduce] = operator_without_transposed_rows(base._ops[reduce], self._constant)
+        return csr_mm(op, x_local)

@@ -290,12 +290,29 @@ class GNNLayer(nn.Module):
         layer is training, else 0."""
         return self.input_dropout if self.drops_input_rows and self.training else 0.0
 
+    @property
+    def aggregates_input_rows(self) -> bool:
+        """True when every aggregation of the layer reads the rows of ``h_local``
+        changed by nothing trainable (at most its input dropout). A row the caller holds
+        constant (a stale read) then needs no gradient through the aggregation, and the
+        caller may pass operators that do not compute it
+        (:meth:`gnnpipe.kernels.ChunkOps.with_constant_rows`). False where the rows
+        are first multiplied by a weight or normalised: the weight's gradient needs
+        every row's."""
+        return False
+
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:  # pragma: no cover
         raise NotImplementedError
 
     def extra_repr(self) -> str:
         return f"in_dim={self.in_dim}, out_dim={self.out_dim}"
+
+
+def projects_first(in_dim: int, out_dim: int) -> bool:
+    """Whether :func:`_aggregate_linear` transforms the rows before it aggregates them
+    (the output narrower than the input)."""
+    return out_dim < in_dim
 
 
 def _aggregate_linear(h_local: Tensor, ops: Any, weight: Tensor, reduce: str,
@@ -310,7 +327,7 @@ def _aggregate_linear(h_local: Tensor, ops: Any, weight: Tensor, reduce: str,
 
     Shapes: h_local [num_local, in]; weight [in, out]; bias [out]; result [num_own, out].
     """
-    if weight.shape[1] < weight.shape[0]:
+    if projects_first(weight.shape[0], weight.shape[1]):
         y = ops.aggregate(h_local @ weight, reduce)
         return y + bias if bias is not None else y.clone()
     agg = ops.aggregate(h_local, reduce)
@@ -352,6 +369,10 @@ class GCNLayer(_DenseWeightLayer):
     drops_input_rows = True
     reduces = ("gcn",)
 
+    @property
+    def aggregates_input_rows(self) -> bool:
+        return not projects_first(self.in_dim, self.out_dim)
+
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
         h, s = masked_dropout(h_local, self.dropout, self.training, keep)
@@ -376,6 +397,10 @@ class SAGELayer(_ActivatedLayer):
         self.weight_self = _glorot_weight(in_dim, out_dim)
         self.weight_nbr = _glorot_weight(in_dim, out_dim)
         self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
+
+    @property
+    def aggregates_input_rows(self) -> bool:
+        return not projects_first(self.in_dim, self.out_dim)
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:
@@ -406,6 +431,7 @@ class GCNIILayer(GNNLayer):
     needs_h0 = True
     drops_input_rows = True
     reduces = ("gcn",)
+    aggregates_input_rows = True  # type: ignore[assignment]
 
     def __init__(self, dim: int, layer_index: int, *, alpha: float = 0.1, lambda_: float = 0.5,
                  dropout: float = 0.0, activation: bool = True) -> None:
@@ -468,6 +494,11 @@ class ResGCNPlusLayer(GNNLayer):
     @property
     def input_dropout(self) -> float:
         return 0.0 if self.first else self.dropout
+
+    @property
+    def aggregates_input_rows(self) -> bool:
+        # A block aggregates its normalised rows; the bare first conv its input's.
+        return self.first and not projects_first(self.in_dim, self.out_dim)
 
     def forward(self, h_local: Tensor, ops: Any, h0: Tensor | None = None,
                 keep: Tensor | None = None) -> Tensor:

@@ -115,6 +115,7 @@ def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[st
     comm = recorder or comm
     runner = RUNNERS[case["mode"]](make_context(rank, cfg, chunked, comm, build_model(cfg, chunked.graph)))
     held = _count_held_after_backward(runner)
+    constant_rows = _record_constant_rows(runner)
     runner.prepare()  # the history start
     epochs = []
     for epoch in range(1, EPOCHS + 1):
@@ -142,6 +143,7 @@ def _run_case(rank: int, world: int, comm: Any, case: dict[str, Any]) -> dict[st
                                                      len({g.data_ptr() for g in stage.G.values()})),
             "arena_bytes": None if stage is None else stage.arena.reserved_bytes,
             "held_after_backward": held,
+            "constant_rows": constant_rows,
             # The layers whose G_l took a slot's memory in the last epoch, and the
             # bytes of the G_l buffers of the stage's own.
             "grads_lent": None if stage is None else (sorted(stage.grads.borrowed), stage.grads.own_bytes)}
@@ -165,6 +167,29 @@ def _count_held_after_backward(runner: Any) -> list[tuple[int, int, int]] | None
 
     stage.backward = counted
     return held
+
+
+def _record_constant_rows(runner: Any) -> list[dict[str, Any]] | None:
+    """Per chunk forward of the stage: the chunk, its step, the epoch's steps, and the
+    rows its operators were told to hold constant (None: the chunk's own operators);
+    None for runners without a stage."""
+    stage = getattr(runner, "stage", None)
+    if stage is None:
+        return None
+    seen: list[dict[str, Any]] = []
+    forward = stage.forward
+    for ops in stage.ops.values():
+        def held(constant: torch.Tensor, ops: Any = ops, held: Any = ops.with_constant_rows) -> Any:
+            seen[-1]["constant"] = constant.clone()
+            return held(constant)
+        ops.with_constant_rows = held
+
+    def recorded(st: Any, k: int, t: int) -> None:
+        seen.append({"chunk": k, "step": t, "step_of": st.step_of.clone(), "constant": None})
+        forward(st, k, t)
+
+    stage.forward = recorded
+    return seen
 
 
 def cases_worker(rank: int, world: int, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -425,6 +450,27 @@ def test_pipeline_stale_reads_differ_from_single(pipe2_results):
     ref, _ = single_reference(PIPE2[i])
     grads = merge_ranks(pipe2_results[i], 0, "grads")
     assert any(not torch.allclose(grads[k], ref[0]["grads"][k]) for k in grads)
+
+
+def test_chunk_operators_hold_exactly_the_stale_halo_rows_constant(pipe2_results):
+    """Every chunk's forward holds constant the halo rows of chunks at later steps of
+    the epoch (stale reads, whose gradient is dropped) and no other row, so that its
+    transposed products skip only those; the runs above equal the simulator with it."""
+    cases = [i for i, c in enumerate(PIPE2) if c["chunks"] > 1]
+    held_some = 0
+    for i in cases:
+        plans = chunked_for(PIPE2[i]).plans
+        for r in pipe2_results[i]:
+            assert r["constant_rows"]
+            for rec in r["constant_rows"]:
+                p = plans[rec["chunk"]]
+                stale = rec["step_of"][p.halo_chunk.long()] > rec["step"]
+                if bool(stale.any()):
+                    assert torch.equal(rec["constant"], torch.cat([torch.zeros(p.num_own, dtype=torch.bool), stale]))
+                    held_some += 1
+                else:
+                    assert rec["constant"] is None
+    assert held_some
 
 
 @pytest.mark.parametrize("i", range(len(PIPE2)), ids=lambda i: f"case{i}")

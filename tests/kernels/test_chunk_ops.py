@@ -410,3 +410,39 @@ def test_plan_with_unsorted_rows_matches_reference(make_random_graph, reduce):
     for g, r in zip(got, want):
         if r is not None:
             torch.testing.assert_close(g, r, **TIGHT)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_constant_rows_get_no_gradient_and_change_nothing_else(make_random_graph, backend, reduce):
+    """``with_constant_rows``: the same output; the rows held constant get gradient 0,
+    the others (and the edge weights) the gradient of the full operators, bit for bit."""
+    graph = make_random_graph(30, 120, seed=21)
+    plans = build_chunk_plans(graph, torch.tensor([0, 11, 30]))
+    checked = 0
+    for plan in plans:
+        ops = ChunkOps.build(plan, dtype=F64, backend=backend)
+        gen = torch.Generator().manual_seed(plan.num_local)
+        constant = torch.rand(plan.num_local, generator=gen) < 0.5
+        constant[: plan.num_own] = False  # as a stage holds them: halo rows only
+        x = _seeded((plan.num_local, 4), 7)
+        w = _seeded((plan.num_edges,), 8).abs() if reduce == "weighted" else None
+        y, gx, gw = _run(ops, x, reduce, w, grad_y_seed=9)
+        held = ops.with_constant_rows(constant)
+        y2, gx2, gw2 = _run(held, x, reduce, w, grad_y_seed=9)
+        assert torch.equal(y2, y)
+        assert torch.equal(gx2[~constant], gx[~constant])
+        assert bool((gx2[constant] == 0).all())
+        if w is not None:
+            assert torch.equal(gw2, gw)
+        checked += int(bool(constant.any()) and bool(gx[constant].abs().sum() > 0))
+    assert checked  # some constant row had a gradient to leave out
+
+
+def test_constant_rows_of_the_wrong_shape_or_type_are_refused(make_random_graph):
+    plan = build_chunk_plans(make_random_graph(30, 120, seed=22), torch.tensor([0, 11, 30]))[0]
+    ops = ChunkOps.build(plan, dtype=F64)
+    with pytest.raises(DataError, match=rf"constant: expected shape \[{plan.num_local}\]"):
+        ops.with_constant_rows(torch.zeros(plan.num_local + 1, dtype=torch.bool))
+    with pytest.raises(DataError, match="constant: expected dtype torch.bool, found torch.int64"):
+        ops.with_constant_rows(torch.zeros(plan.num_local, dtype=torch.int64))

@@ -70,3 +70,40 @@ def test_spmm_equals_the_product_whatever_its_new_output_held(make_random_graph,
     for a, x, want in zip(mats, inputs, wants):
         got = spmm(a, x)
         assert torch.equal(got, want)
+
+
+def _constant_masks(num_cols: int, seed: int) -> list[torch.Tensor]:
+    """None, some and all columns constant."""
+    some = torch.rand(num_cols, generator=torch.Generator().manual_seed(seed)) < 0.5
+    return [torch.zeros(num_cols, dtype=torch.bool), some, torch.ones(num_cols, dtype=torch.bool)]
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "gcn"])
+def test_transpose_without_constant_columns_computes_the_other_rows_bit_for_bit(make_random_graph, monkeypatch,
+                                                                                 reduce):
+    """The forward is untouched; the transposed product gives the rows not constant
+    exactly as the full transpose does and 0 for the constant ones, whatever its new
+    output held (``spmm`` writes every row)."""
+    from gnnpipe.kernels.csr import fixed_operator, operator_without_transposed_rows, spmm, without_transposed_rows
+
+    graph = make_random_graph(30, 120, seed=34)
+    gen = torch.Generator().manual_seed(6)
+    cases = []
+    for plan in [whole_graph_plan(graph), *build_chunk_plans(graph, torch.tensor([0, 11, 30]))]:
+        full = ChunkOps.build(plan, dtype=F64, reduces=[reduce])._impl._ops[reduce]
+        for constant in _constant_masks(plan.num_local, seed=plan.num_local):
+            g = torch.randn(plan.num_own, 5, dtype=F64, generator=gen)
+            x = torch.randn(plan.num_local, 5, dtype=F64, generator=gen)
+            # From the structure (as the weighted reduce builds it) and from the operator.
+            for op in (fixed_operator(without_transposed_rows(full.structure, constant), full.forward_csr.values()),
+                       operator_without_transposed_rows(full, constant)):
+                cases.append((full, op, constant, g, x))
+    assert any(bool(c[2].any()) and not bool(c[2].all()) for c in cases)
+    monkeypatch.setattr(torch.Tensor, "new_empty",
+                        lambda self, size, **kw: torch.full(size, float("nan"), dtype=self.dtype))
+    for full, op, constant, g, x in cases:
+        assert torch.equal(spmm(op.forward_csr, x), spmm(full.forward_csr, x))
+        got, want = spmm(op.transpose_csr, g), spmm(full.transpose_csr, g)
+        assert torch.equal(got[~constant], want[~constant])
+        assert bool((got[constant] == 0).all())
+        assert op.transpose_csr._nnz() == int(full.structure.t_crow.diff()[~constant].sum())

@@ -421,3 +421,46 @@ def test_classifier_and_input_projection_fold_the_dropout_scale():
     drawn = draw_keep(h.shape, p, generator=torch.Generator().manual_seed(7))
     proj.eval()
     torch.testing.assert_close(got, proj(h * drawn / (1 - p)), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("kind,d_in,d_out,l", CASES)
+def test_operators_holding_halo_rows_constant_change_no_parameter_gradient_where_the_layer_says(chunks, kind, d_in,
+                                                                                              d_out, l):
+    """``aggregates_input_rows``: where True, operators that hold halo rows constant
+    give the same output, the same parameter gradients and the same input gradient of
+    the other rows (a pipeline stage then passes them for its stale reads); where False
+    (the rows are multiplied by a weight or normalised before the aggregation), they
+    would change a parameter's gradient, so the flag is what keeps a stage exact."""
+    torch.manual_seed(1)
+    layer = make_layer(kind, d_in, d_out, l, 0.0).to(DT)
+    _perturb_(layer, 2)
+    changed = []
+    for plan, ops in chunks:
+        if plan.num_halo == 0:
+            continue
+        gen = torch.Generator().manual_seed(plan.num_local)
+        h_local = torch.randn(plan.num_local, d_in, generator=gen, dtype=DT)
+        h0 = torch.randn(plan.num_own, d_out, generator=gen, dtype=DT) if layer.needs_h0 else None
+        g_out = torch.randn(plan.num_own, d_out, generator=gen, dtype=DT)
+        constant = torch.zeros(plan.num_local, dtype=torch.bool)
+        constant[plan.num_own:] = torch.rand(plan.num_halo, generator=gen) < 0.5
+        constant[plan.num_own] = True
+        results = []
+        for o in (ops, ops.with_constant_rows(constant)):
+            x = h_local.clone().requires_grad_(True)
+            layer.zero_grad()
+            out = layer(x, o, h0)
+            (out * g_out).sum().backward()
+            results.append((out.detach(), x.grad, [p.grad.clone() for p in layer.parameters()]))
+        (out_f, gx_f, gp_f), (out_c, gx_c, gp_c) = results
+        assert torch.equal(out_c, out_f)
+        same_params = all(torch.allclose(a, b, rtol=RTOL, atol=ATOL) for a, b in zip(gp_c, gp_f))
+        if layer.aggregates_input_rows:
+            assert same_params
+            torch.testing.assert_close(gx_c[~constant], gx_f[~constant], rtol=RTOL, atol=ATOL)
+        changed.append(not same_params)
+    if not layer.aggregates_input_rows and kind != "mlp":
+        assert any(changed)  # the flag is False for a reason
+    expected = {"gcn": d_out >= d_in, "sage": d_out >= d_in, "gcnii": True, "resgcn+": l == 1 and d_out >= d_in,
+                "mlp": False}[kind]
+    assert layer.aggregates_input_rows == expected
