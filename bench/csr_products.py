@@ -19,8 +19,9 @@ entries of its halo rows owned by chunks later in a random order (seeded), the s
 reads it holds constant (:meth:`gnnpipe.kernels.ChunkOps.with_constant_rows`);
 ``kept_share`` is the share of transposed entries left;
 
-alternating the variants ``--rounds`` times (the median of each variant's per-round
-times), with the products' results checked bit-equal across the variants. One thread
+alternating every kind and variant ``--rounds`` times (the median of each one's
+per-round times, and each round's time over the same round's ``chunks``), with the
+products' results checked bit-equal across the variants. One thread
 (``--threads``), as a worker has. Writes a JSON with machine, load and config::
 
     python -m bench.csr_products --out bench/results/csr_products.json
@@ -86,31 +87,45 @@ def _with_index(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return make_csr(a.crow_indices().to(dtype), a.col_indices().to(dtype), a.values(), tuple(a.shape))
 
 
-def measure(ops: list[tuple], hidden: int, rounds: int, reps: int) -> dict[str, Any]:
-    """Each variant's median milliseconds for one layer's products (forward and
-    transposed, every operator of ``ops``), and whether every variant's results equal
-    the int64 ones bit for bit."""
+def measure(ops_by_kind: dict[str, list[tuple]], hidden: int, rounds: int, reps: int) -> dict[str, Any]:
+    """Per kind (``whole``, ``chunks``, ...), each variant's median milliseconds for one
+    layer's products (forward and transposed, every operator of the kind), and whether
+    every variant's results equal the int64 ones bit for bit. Every (kind, variant)
+    is timed once per round, so that a change of the machine's speed during the run
+    (this machine's moves by up to 2x between minutes) falls on all of them alike;
+    ``paired_ratios`` are each round's time of a kind over the same round's ``chunks``."""
     gen = torch.Generator().manual_seed(0)
-    inputs = [torch.randn(a.shape[1], hidden, generator=gen) for pair in ops for a in pair]
-    mats = {v: [_with_index(a, _variant(v)[0]) for pair in ops for a in pair] for v in VARIANTS}
-    ref = [a @ x for a, x in zip(mats["int64"], inputs)]
-    equal = {v: all(torch.equal(_variant(v)[1](a, x), r) for a, x, r in zip(mats[v], inputs, ref))
-             for v in VARIANTS}
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    prepared = {}
+    for kind, ops in ops_by_kind.items():
+        inputs = [torch.randn(a.shape[1], hidden, generator=gen) for pair in ops for a in pair]
+        mats = {v: [_with_index(a, _variant(v)[0]) for pair in ops for a in pair] for v in VARIANTS}
+        ref = [a @ x for a, x in zip(mats["int64"], inputs)]
+        equal = {v: all(torch.equal(_variant(v)[1](a, x), r) for a, x, r in zip(mats[v], inputs, ref))
+                 for v in VARIANTS}
+        prepared[kind] = (inputs, mats, equal)
+    times: dict[str, dict[str, list[float]]] = {k: {v: [] for v in VARIANTS} for k in ops_by_kind}
     for _ in range(rounds):
-        for v in VARIANTS:
-            prod = _variant(v)[1]
-            for a, x in zip(mats[v], inputs):  # warm
-                prod(a, x)
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                for a, x in zip(mats[v], inputs):
+        for kind, (inputs, mats, _) in prepared.items():
+            for v in VARIANTS:
+                prod = _variant(v)[1]
+                for a, x in zip(mats[v], inputs):  # warm
                     prod(a, x)
-            times[v].append((time.perf_counter() - t0) / reps * 1e3)
-    forward_nnz = sum(int(pair[0]._nnz()) for pair in ops)
-    return {"median_ms": {v: statistics.median(t) for v, t in times.items()},
-            "all_ms": times, "bit_equal_to_int64": equal, "nnz": forward_nnz, "operators": len(ops),
-            "kept_share": sum(int(pair[1]._nnz()) for pair in ops) / max(forward_nnz, 1)}
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    for a, x in zip(mats[v], inputs):
+                        prod(a, x)
+                times[kind][v].append((time.perf_counter() - t0) / reps * 1e3)
+    out = {}
+    for kind, ops in ops_by_kind.items():
+        forward_nnz = sum(int(pair[0]._nnz()) for pair in ops)
+        out[kind] = {"median_ms": {v: statistics.median(t) for v, t in times[kind].items()},
+                     "all_ms": times[kind], "bit_equal_to_int64": prepared[kind][2], "nnz": forward_nnz,
+                     "operators": len(ops),
+                     "kept_share": sum(int(pair[1]._nnz()) for pair in ops) / max(forward_nnz, 1)}
+        if "chunks" in times:
+            out[kind]["paired_ratios"] = {v: [t / c for t, c in zip(times[kind][v], times["chunks"][v])]
+                                          for v in VARIANTS}
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,11 +153,12 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.datasets:
         options = synthetic if name == "synthetic" else {}
         ops = _operators(name, args.data_root, args.chunks, options)
-        results[name] = {kind: measure(o, args.hidden, args.rounds, args.reps) for kind, o in ops.items()}
+        results[name] = measure(ops, args.hidden, args.rounds, args.reps)
         r = results[name]
         print(name, {k: {v: round(ms, 3) for v, ms in r[k]["median_ms"].items()} for k in r}, flush=True)
-    write_measurement(args, "milliseconds of one gcn layer's CSR products (forward + transposed) by index type "
-                      "and call, alternated; medians over rounds (measured)", before, results=results)
+    write_measurement(args, "milliseconds of one gcn layer's CSR products (forward + transposed) by kind, index "
+                      "type and call, every one once per round; medians over rounds, and per-round ratios "
+                      "to the chunks (measured)", before, results=results)
 
 
 if __name__ == "__main__":

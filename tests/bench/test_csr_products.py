@@ -25,4 +25,6 @@ def test_every_variant_is_timed_per_round_and_equals_the_int64_products(tmp_path
         assert kind["bit_equal_to_int64"] == {v: True for v in csr_products.VARIANTS}
         for v in csr_products.VARIANTS:
             assert len(kind["all_ms"][v]) == 3 and kind["median_ms"][v] > 0
+            # Each round's time over the same round's chunks time.
+            assert kind["paired_ratios"][v] == [t / c for t, c in zip(kind["all_ms"][v], res["chunks"]["all_ms"][v])]
     assert rec["config"]["rounds"] == 3 and "load_average_before" in rec and rec["machine"]
