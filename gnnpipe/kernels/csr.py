@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 __all__ = ["CsrStructure", "CsrOperator", "build_structure", "fixed_operator", "csr_mm", "csr_weighted_mm",
-           "csr_index_dtype", "spmm", "without_transposed_rows", "operator_without_transposed_rows"]
+           "csr_index_dtype", "spmm", "without_transposed_rows", "operator_without_transposed_rows",
+           "HeldTransposeOperator"]
 
 def csr_index_dtype(num_rows: int, num_cols: int, nnz: int) -> torch.dtype:
     """int32 where every row pointer and column index fits in it, else int64.
@@ -203,18 +204,45 @@ def without_transposed_rows(structure: CsrStructure, constant: torch.Tensor) -> 
                         slot=s.slot, gather=s.gather)
 
 
-def operator_without_transposed_rows(op: CsrOperator, constant: torch.Tensor) -> CsrOperator:
-    """``op`` with the columns ``constant`` left out of its transpose
-    (:func:`without_transposed_rows`), sharing its structure and forward CSR: what it
-    adds is the kept entries' column indices and values, nothing per entry left out.
+class HeldTransposeOperator:
+    """A fixed operator whose transpose leaves out the columns ``constant``
+    (:func:`operator_without_transposed_rows`), built at its first use.
+
+    A stage's chunk runs every layer's forward long before their backwards; built in
+    the forward, each chunk's transpose would be held through the end of the forward
+    phase, where a stage's memory peaks. Built when the first backward asks for it, it
+    is held only from the chunk's first backward to its last (every layer of the chunk
+    shares it). ``structure`` and ``forward_csr`` are the base operator's.
 
     Shapes: constant bool [num_cols]."""
-    if op.transpose_csr is None:
-        return op
-    t = op.transpose_csr
-    entry_kept, t_crow = _kept_entries(op.structure.t_crow, constant, op.structure.nnz)
-    transpose = make_csr(t_crow, t.col_indices()[entry_kept], t.values()[entry_kept], tuple(t.shape))
-    return CsrOperator(op.structure, op.forward_csr, transpose)
+
+    def __init__(self, op: CsrOperator, constant: torch.Tensor) -> None:
+        self.structure = op.structure
+        self.forward_csr = op.forward_csr
+        self._op: CsrOperator | None = op
+        self._constant = constant
+        self._transpose: torch.Tensor | None = None
+
+    @property
+    def transpose_csr(self) -> torch.Tensor | None:
+        if self._op is not None:
+            op, self._op = self._op, None
+            if op.transpose_csr is not None:
+                t = op.transpose_csr
+                entry_kept, t_crow = _kept_entries(op.structure.t_crow, self._constant, op.structure.nnz)
+                self._transpose = make_csr(t_crow, t.col_indices()[entry_kept], t.values()[entry_kept],
+                                           tuple(t.shape))
+        return self._transpose
+
+
+def operator_without_transposed_rows(op: CsrOperator, constant: torch.Tensor) -> HeldTransposeOperator:
+    """``op`` with the columns ``constant`` left out of its transpose
+    (:func:`without_transposed_rows`), sharing its structure and forward CSR: what it
+    adds is the kept entries' column indices and values and the row pointers, built at
+    the transpose's first use (:class:`HeldTransposeOperator`).
+
+    Shapes: constant bool [num_cols]."""
+    return HeldTransposeOperator(op, constant)
 
 
 def _zeros_out(structure: CsrStructure, x: torch.Tensor) -> torch.Tensor:
@@ -244,7 +272,7 @@ class _CsrMM(torch.autograd.Function):
     """``y = A x`` with ``A`` fixed; backward ``grad_x = A^T grad_y`` (built once)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, op: CsrOperator) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, op: CsrOperator | HeldTransposeOperator) -> torch.Tensor:  # type: ignore[override]
         ctx.op = op
         if op.forward_csr is None:
             return _zeros_out(op.structure, x)
@@ -252,7 +280,7 @@ class _CsrMM(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, None]:  # type: ignore[override]
-        op: CsrOperator = ctx.op
+        op: CsrOperator | HeldTransposeOperator = ctx.op
         if not ctx.needs_input_grad[0]:
             return None, None
         if op.transpose_csr is None:
@@ -260,7 +288,7 @@ class _CsrMM(torch.autograd.Function):
         return spmm(op.transpose_csr, grad_y.contiguous()), None
 
 
-def csr_mm(op: CsrOperator, x: torch.Tensor) -> torch.Tensor:
+def csr_mm(op: CsrOperator | HeldTransposeOperator, x: torch.Tensor) -> torch.Tensor:
     """Differentiable ``A x`` for a fixed operator.
 
     Shapes: x [num_local, d] -> [num_own, d].

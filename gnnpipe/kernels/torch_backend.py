@@ -18,8 +18,9 @@ from typing import Any
 
 import torch
 
-from gnnpipe.kernels.csr import (CsrOperator, CsrStructure, build_structure, csr_mm, csr_weighted_mm, fixed_operator,
-                                 operator_without_transposed_rows, without_transposed_rows)
+from gnnpipe.kernels.csr import (CsrOperator, CsrStructure, HeldTransposeOperator, build_structure, csr_mm,
+                                 csr_weighted_mm, fixed_operator, operator_without_transposed_rows,
+                                 without_transposed_rows)
 from gnnpipe.kernels.constant import hold_constant
 from gnnpipe.partition.plan import ChunkPlan
 
@@ -182,8 +183,9 @@ class ConstantRows:
 
     ``sum``, ``mean``, ``gcn`` and ``weighted`` use the base's operators with those
     columns left out of their transposes (:mod:`gnnpipe.kernels.csr`:
-    ``operator_without_transposed_rows``, ``without_transposed_rows``), built at first
-    use of each; ``max`` computes the full gradient and zeroes them.
+    ``operator_without_transposed_rows``, whose transpose is built at the first
+    backward; ``weighted``: ``without_transposed_rows``, at its first forward); ``max``
+    computes the full gradient and zeroes them.
     The forward is the base's, bit for bit, and so are the other rows' gradients.
 
     Shapes: constant bool [num_local].
@@ -194,7 +196,7 @@ class ConstantRows:
     def __init__(self, base: TorchBackend, constant: torch.Tensor) -> None:
         self._base = base
         self._constant = constant
-        self._ops: dict[str, CsrOperator] = {}
+        self._ops: dict[str, HeldTransposeOperator] = {}
         self._structure: CsrStructure | None = None
 
     def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:

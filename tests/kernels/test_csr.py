@@ -107,3 +107,25 @@ def test_transpose_without_constant_columns_computes_the_other_rows_bit_for_bit(
         assert torch.equal(got[~constant], want[~constant])
         assert bool((got[constant] == 0).all())
         assert op.transpose_csr._nnz() == int(full.structure.t_crow.diff()[~constant].sum())
+
+
+def test_held_transpose_is_built_at_the_first_backward_and_shared_by_later_ones(make_random_graph, monkeypatch):
+    """A stage runs a chunk's forwards long before their backwards: the transpose
+    without the constant columns is built when a backward first needs it, once."""
+    import gnnpipe.kernels.csr as csr
+
+    plan = build_chunk_plans(make_random_graph(30, 120, seed=35), torch.tensor([0, 11, 30]))[0]
+    full = ChunkOps.build(plan, dtype=F64, reduces=["gcn"])._impl._ops["gcn"]
+    constant = torch.zeros(plan.num_local, dtype=torch.bool)
+    constant[plan.num_own:] = True
+    builds = []
+    kept_entries = csr._kept_entries
+    monkeypatch.setattr(csr, "_kept_entries", lambda *a: builds.append(1) or kept_entries(*a))
+    held = csr.operator_without_transposed_rows(full, constant)
+    x = torch.randn(plan.num_local, 4, dtype=F64, requires_grad=True)
+    outs = [csr.csr_mm(held, x) for _ in range(2)]  # two layers' forwards
+    assert builds == []
+    for out in outs:
+        out.sum().backward()
+    assert builds == [1]
+    assert bool((x.grad[plan.num_own:] == 0).all()) and bool(x.grad[:plan.num_own].abs().sum() > 0)
