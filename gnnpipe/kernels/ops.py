@@ -169,10 +169,10 @@ class ChunkOps:
             raise DataError(f"{name}: expected a tensor of shape {expected}, found {type(t).__name__}")
         if t.dim() != len(shape) or any(s is not None and t.shape[i] != s for i, s in enumerate(shape)):
             raise DataError(f"{name}: expected shape {expected} for {self!r}, found {list(t.shape)}")
-        if dtype is not None and t.dtype != dtype:
-            raise DataError(f"{name}: expected dtype {dtype}, found {t.dtype}")
-        if dtype is None and t.dtype != self.dtype:
-            raise DataError(f"{name}: expected dtype {self.dtype} (the ChunkOps dtype), found {t.dtype}")
+        want = self.dtype if dtype is None else dtype
+        if t.dtype != want:
+            whose = " (the ChunkOps dtype)" if dtype is None else ""
+            raise DataError(f"{name}: expected dtype {want}{whose}, found {t.dtype}")
         if t.device != self.device:
             raise DataError(f"{name}: expected device {self.device} (the ChunkOps device), found {t.device}")
 

@@ -201,9 +201,7 @@ class ConstantRows:
 
     def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:
         base = self._base
-        if reduce not in base.built:
-            base._build(reduce)
-        if reduce == "max":
+        if reduce == "max":  # the base builds it at first use
             return base.aggregate(hold_constant(x_local, self._constant), reduce, None)
         if reduce == "weighted":
             assert edge_weight is not None
@@ -212,5 +210,7 @@ class ConstantRows:
             return csr_weighted_mm(self._structure, edge_weight, x_local)
         op = self._ops.get(reduce)
         if op is None:
+            if reduce not in base.built:
+                base._build(reduce)
             op = self._ops[reduce] = operator_without_transposed_rows(base._ops[reduce], self._constant)
         return csr_mm(op, x_local)
