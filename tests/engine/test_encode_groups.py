@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gnnpipe.data.sparse import SparseFeatures
-from gnnpipe.engine.encode_groups import Encoded, first_reader_groups
+from gnnpipe.engine.encode_groups import ENCODE_BLOCK_BYTES, Encoded, encode_block_rows, first_reader_groups
 from gnnpipe.models import InputProjection
 
 DT = torch.float64
@@ -82,6 +82,49 @@ def test_grouped_encode_equals_one_whole_encode(sparse, activation):
     enc.check_done()
     for n, p in proj.named_parameters():
         torch.testing.assert_close(p.grad, want[n], rtol=1e-12, atol=1e-12, msg=n)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_blocked_groups_give_the_whole_encode_and_touch_at_most_a_block_of_rows_at_a_time(sparse):
+    """A group is projected and back-propagated ``block_rows`` rows at a time (the
+    temporaries of one block, not of the group), with one whole encode's values."""
+    x = _features(sparse)
+    torch.manual_seed(3)
+    proj = InputProjection(9, 5, dropout=0.5).to(DT).train()
+    local_ids = _ids(list(range(0, 25)) + [30, 31], list(range(20, 40)))
+    groups = first_reader_groups(local_ids, [0, 1], range(2), 40)
+    g = torch.randn(40, 5, generator=torch.Generator().manual_seed(8), dtype=DT)
+    whole = proj(x, generator=torch.Generator().manual_seed(11))
+    whole.backward(g)
+    want = {n: p.grad.clone() for n, p in proj.named_parameters()}
+    proj.zero_grad(set_to_none=True)
+
+    enc = Encoded.of_projection(proj, x, groups, 40, generator=torch.Generator().manual_seed(11), weights=None)
+    enc.block_rows = 4
+    seen = []
+    project, accumulate = enc.project, enc.accumulate
+    enc.project = lambda rows: seen.append(("project", rows.numel())) or project(rows)
+    enc.accumulate = lambda rows, h, grad_h: seen.append(("accumulate", rows.numel())) or accumulate(rows, h, grad_h)
+    for t in (0, 1):
+        enc.encode(t)
+    enc.grad.copy_(g)
+    for t in (1, 0):
+        enc.backward(t)
+    enc.check_done()
+    sizes = {kind: [n for k, n in seen if k == kind] for kind in ("project", "accumulate")}
+    assert max(sizes["project"]) == max(sizes["accumulate"]) == 4
+    assert sum(sizes["project"]) == sum(sizes["accumulate"]) == 40  # every read row once each way
+    torch.testing.assert_close(enc.det, whole.detach(), rtol=1e-12, atol=1e-12)
+    for n, p in proj.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-12, atol=1e-12, msg=n)
+
+
+def test_block_rows_fit_the_budget_counting_both_widths():
+    # 2 x 64 input + 3 x 100 output values of 4 bytes a row: 1,712 bytes.
+    assert encode_block_rows(64, 100, 4) == ENCODE_BLOCK_BYTES // 1712
+    assert encode_block_rows(64, 100, 4, budget_bytes=1712 * 10 + 1711) == 10
+    assert encode_block_rows(0, 100, 8, budget_bytes=2400) == 1  # sparse: the output's values only
+    assert encode_block_rows(10**9, 100, 4) == 1  # never no rows
 
 
 def test_a_group_left_without_its_backward_is_an_error():
