@@ -16,9 +16,20 @@ itself leaves out (``summary.mean_epoch_time_skipped_epochs``), or after the fir
 ``--skip-epochs`` (for a large graph whose few epochs are each long); the pipeline's compute is
 the time split of the slowest rank (``epochs[].time.compute_s``, which with wait and
 bubble adds up to that rank's epoch). The load average is recorded before and after
-each run. Writes a JSON with machine, load and config::
+each run.
+
+``--rounds N`` runs every case N times in turn (round 1 all cases, then round 2 ...),
+the three modes of a case one after the other in each round, in the reverse order every
+other round. A ratio is then taken within one round, between runs a minute apart: on
+this machine the same code's epochs moved up to 2.2x between invocations minutes apart
+(``bench/results/stale_ab_dense/``), so a ratio of runs far apart measures the machine.
+Each case's ``computed`` is the median over its rounds of each round's ratio (their
+range beside it); the JSON is written after every case of every round, and
+``--resume`` continues a run that stopped with the rounds it has. Writes a JSON with
+machine, load and config::
 
     python -m bench.compute_split --out bench/results/compute_split.json
+    python -m bench.compute_split --rounds 5 --epochs 6 --out bench/results/compute_split_rounds.json
     # the 200k-vertex systems graph (bench/graphs.py SYSTEMS_SYNTHETIC), GCN-32:
     python -m bench.compute_split --cases synthetic:gcn --epochs 4 --skip-epochs 1 \
         --data-option num_nodes=200000 --data-option avg_degree=10.0 --data-option homophily=0.6 \
@@ -103,6 +114,31 @@ def compare(runs: dict[str, dict[str, Any]], stages: int, chunks: int) -> dict[s
             "target_epoch_ratio_dense": 1.0}
 
 
+#: The modes of a case in the order of even rounds (odd rounds: reversed).
+MODES = ("single", "pipeline", "graph")
+
+
+def summarize_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each ratio's median over the rounds (element by element for per-rank lists),
+    and its range: ``{name: value, name + "_range": [lo, hi]}``; constants (targets,
+    the schedule's share) as they are (computed)."""
+    computed = [r["computed"] for r in rounds if r["computed"]]
+    if not computed:
+        return {}
+    out: dict[str, Any] = {}
+    for name, first in computed[0].items():
+        values = [c[name] for c in computed]
+        if first is None or name.startswith("target") or name == "schedule_bubble_share":
+            out[name] = first
+        elif isinstance(first, list):
+            out[name] = [statistics.median(v[i] for v in values) for i in range(len(first))]
+        else:
+            out[name] = statistics.median(values)
+            out[name + "_range"] = [min(values), max(values)]
+    out["rounds"] = len(computed)
+    return out
+
+
 def run_arguments(ap: argparse.ArgumentParser, out: str, cases: tuple[str, ...]) -> None:
     """The flags :func:`run_once` reads (and ``--out``, ``--cases``), with defaults."""
     ap.add_argument("--out", default=out)
@@ -156,8 +192,13 @@ def _checkout_mismatch(checkout: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     run_arguments(ap, "bench/results/compute_split.json", DEFAULT_CASES)
+    ap.add_argument("--rounds", type=int, default=1, metavar="N",
+                    help="run every case N times in turn, ratios within each round (default 1)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the run whose JSON is at --out (same flags): the rounds it has are kept")
     args = ap.parse_args(argv)
-    error = run_arguments_error(args)
+    error = run_arguments_error(args) or (f"--rounds: expected N >= 1, found {args.rounds}"
+                                          if args.rounds < 1 else None)
     if error:
         print(f"compute_split: {error}", file=sys.stderr)
         return 2
@@ -166,24 +207,43 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             print(f"compute_split: --checkout {args.checkout}: {why}", file=sys.stderr)
             return 2
-    cases, load_before = [], load_average()
+    # What a resumed run must share with the one it continues (not how many rounds).
+    config = {k: v for k, v in vars(args).items() if k not in ("out", "resume", "rounds")}
+    cases: list[dict[str, Any]] = [{"dataset": c.partition(":")[0], "model": c.partition(":")[2], "rounds": []}
+                                   for c in args.cases]
+    load_before = load_average()
+    if args.resume and Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())
+        old_config = {k: v for k, v in old.get("config", {}).items() if k not in ("resume", "rounds")}
+        if old_config != config:
+            print(f"compute_split: --resume: expected {args.out} to hold this config, found {old_config}",
+                  file=sys.stderr)
+            return 2
+        cases, load_before = old["cases"], old["load_average_before"]
     with tempfile.TemporaryDirectory() as tmp:
-        for case in args.cases:
-            dataset, _, model = case.partition(":")
-            runs = {mode: run_once(dataset, model, mode, args, Path(tmp)) for mode in ("single", "pipeline", "graph")}
-            cases.append({"dataset": dataset, "model": model, "runs": runs,
-                          "computed": compare(runs, args.stages, args.chunks)})
-            print(json.dumps({"case": case, **cases[-1]["computed"]}), flush=True)
-    failed = [f"{c['dataset']}:{c['model']} {m}" for c in cases for m, r in c["runs"].items() if "error" in r]
-    if failed:  # a ratio of a failed run means nothing: write no JSON
-        print(f"compute_split: runs failed, nothing written: {', '.join(failed)}; the first error:\n"
-              + next(r["error"] for c in cases for r in c["runs"].values() if "error" in r), file=sys.stderr)
-        return 1
-    write_measurement(
-        args,
-        "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
-        "(S workers, one thread each) and graph mode (S workers); the pipeline's compute is its slowest "
-        "rank's time split (measured); ratios computed", load_before, cases=cases)
+        for r in range(args.rounds):
+            modes = MODES if r % 2 == 0 else MODES[::-1]
+            for case in cases:
+                if any(done["round"] == r for done in case["rounds"]):
+                    continue
+                runs = {mode: run_once(case["dataset"], case["model"], mode, args, Path(tmp)) for mode in modes}
+                failed = [m for m, run in runs.items() if "error" in run]
+                if failed:  # a ratio of a failed run means nothing: write no more
+                    print(f"compute_split: runs failed, nothing more written: {case['dataset']}:{case['model']} "
+                          f"{', '.join(failed)} (round {r + 1}); the first error:\n" + runs[failed[0]]["error"],
+                          file=sys.stderr)
+                    return 1
+                case["rounds"].append({"round": r, "order": list(modes), "runs": runs,
+                                       "computed": compare(runs, args.stages, args.chunks)})
+                case["computed"] = summarize_rounds(case["rounds"])
+                print(json.dumps({"case": f"{case['dataset']}:{case['model']}", "round": r + 1,
+                                  **case["rounds"][-1]["computed"]}), flush=True)
+                write_measurement(
+                    args,
+                    "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
+                    "(S workers, one thread each) and graph mode (S workers), one after the other in each round; "
+                    "the pipeline's compute is its slowest rank's time split (measured); ratios within a round, "
+                    "and their medians over the rounds (computed)", load_before, cases=cases)
     return 0
 
 

@@ -1,9 +1,14 @@
-"""bench/compute_split.py writes no ratios from failed runs and refuses a checkout it cannot run."""
+"""bench/compute_split.py writes no ratios from failed runs, refuses a checkout it cannot
+run, and with rounds takes each ratio within a round and the median over rounds,
+resuming with the rounds it has."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+import bench.compute_split as compute_split
 from bench.compute_split import main
 
 
@@ -37,8 +42,62 @@ def test_data_options_reach_every_run_and_skip_epochs_sets_the_timed_epochs(tmp_
                "--hidden", "4", "--chunks", "2"])
     assert rc == 0
     case = json.loads(out.read_text())["cases"][0]
+    assert [r["round"] for r in case["rounds"]] == [0]
     for mode in ("single", "pipeline", "graph"):
-        run = case["runs"][mode]
+        run = case["rounds"][0]["runs"][mode]
         assert "--data-option num_nodes=240 --data-option seed=3" in run["command"]
         assert run["epochs_timed"] == 2
     assert case["computed"]["schedule_bubble_share"] == 1 / 3
+
+
+def _fake_runs(monkeypatch, epochs: dict[str, list[float]]):
+    """run_once replaced by figures per mode, one per call in turn; returns the calls."""
+    calls = []
+
+    def run_once(dataset, model, mode, args, workdir, extra=()):
+        calls.append((dataset, mode))
+        t = epochs[mode][sum(1 for c in calls if c[1] == mode) - 1]
+        busy = 1.0 if mode == "single" else 0.8  # single mode computes its whole epoch
+        return {"mode": mode, "epoch_s": t, "compute_s": t * busy, "comm_wait_s": 0.0, "bubble_s": t * (1 - busy),
+                "per_rank": [{"epoch_s": t, "compute_s": t * busy, "comm_wait_s": 0.0, "bubble_s": t * (1 - busy)}]}
+
+    monkeypatch.setattr(compute_split, "run_once", run_once)
+    return calls
+
+
+def test_rounds_alternate_the_order_and_give_medians_of_ratios_within_rounds(tmp_path, monkeypatch):
+    out = tmp_path / "split.json"
+    # The machine twice as slow in round 2: every mode's time doubles, the ratios do not.
+    calls = _fake_runs(monkeypatch, {"single": [2.0, 4.0, 2.2], "pipeline": [1.0, 2.0, 1.5],
+                                     "graph": [1.0, 2.0, 1.0]})
+    assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "3"]) == 0
+    assert [m for _, m in calls] == ["single", "pipeline", "graph", "graph", "pipeline", "single",
+                                     "single", "pipeline", "graph"]
+    case = json.loads(out.read_text())["cases"][0]
+    assert [r["order"][0] for r in case["rounds"]] == ["single", "graph", "single"]
+    per_round = [r["computed"]["pipeline_epoch_over_graph_epoch"] for r in case["rounds"]]
+    assert per_round == [1.0, 1.0, 1.5]
+    assert case["computed"]["pipeline_epoch_over_graph_epoch"] == 1.0
+    assert case["computed"]["pipeline_epoch_over_graph_epoch_range"] == [1.0, 1.5]
+    # the pipeline's compute 0.8 t over single's / 2: 0.8 / 1, 1.6 / 2, 1.2 / 1.1
+    assert case["computed"]["pipeline_compute_over_single_1thread_per_stage"] == pytest.approx(0.8)
+    assert case["computed"]["rounds"] == 3 and case["computed"]["schedule_bubble_share"] == 1 / 9
+
+
+def test_resume_runs_only_the_missing_rounds_and_refuses_other_flags(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "split.json"
+    calls = _fake_runs(monkeypatch, {m: [1.0] * 4 for m in ("single", "pipeline", "graph")})
+    assert main(["--out", str(out), "--cases", "a:gcn", "b:gcn", "--rounds", "1"]) == 0
+    assert len(calls) == 6
+    assert main(["--out", str(out), "--cases", "a:gcn", "b:gcn", "--rounds", "2", "--resume"]) == 0
+    assert len(calls) == 12  # round 2 of both cases only
+    cases = json.loads(out.read_text())["cases"]
+    assert [[r["round"] for r in c["rounds"]] for c in cases] == [[0, 1], [0, 1]]
+    assert main(["--out", str(out), "--cases", "a:gcn", "b:gcn", "--rounds", "2", "--resume", "--chunks", "4"]) == 2
+    assert "--resume: expected" in capsys.readouterr().err and len(calls) == 12
+
+
+def test_rounds_below_one_are_refused_before_any_run(tmp_path, capsys):
+    out = tmp_path / "split.json"
+    assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "0"]) == 2
+    assert not out.exists() and "--rounds: expected N >= 1, found 0" in capsys.readouterr().err
