@@ -10,7 +10,15 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   them, except with ``--dropout-masks row``, where a stage applies its rows of one mask
   per layer, drawn once over the way's rows: all N in pipeline mode), one call's fixed
   cost; in the chunked modes also the gather of
-  its ``own + halo`` input rows and the scatter of their gradients;
+  its ``own + halo`` input rows and the scatter of their gradients; in the pipelined
+  modes the backward's transposed product leaves out the entries of the halo rows a
+  chunk reads stale, where the layer aggregates its input rows unchanged by a weight
+  (``ModelShape.held_reads``; :meth:`gnnpipe.kernels.ChunkOps.with_constant_rows`):
+  half of a chunk's halo entries in expectation under pipeline mode's random order
+  (hybrid: ``(c - 1) / 2c`` of them for ``c`` chunks a way, the share of another
+  way's chunks, whose positions are independent; a lower bound for the way's own),
+  each saving half an entry's aggregation rate (the forward product and the
+  transposed one taken as equal);
 * each rate at the size of the kernel that pays it (``HardwareProfile.size_factor``:
   measured on a second, larger graph where the graph to plan for is large; past the
   cache a kernel's rows stream from memory);
@@ -91,7 +99,10 @@ class ModelShape:
     """The figures of a model the costs need.
 
     Shapes: ``dims`` L+1 widths (``dims[l-1]`` the input of layer l);
-    ``layer_params[l-1]`` parameters of layer l.
+    ``layer_params[l-1]`` parameters of layer l; ``held_reads[l-1]`` whether layer l
+    aggregates its input rows unchanged by a weight
+    (:attr:`gnnpipe.models.layers.GNNLayer.aggregates_input_rows`: a stage's stale
+    reads then need no transposed product; empty: no layer).
     """
 
     kind: str
@@ -107,6 +118,7 @@ class ModelShape:
     encode_params: int
     decode_params: int
     dropout: float = 0.0
+    held_reads: tuple[bool, ...] = ()
     model: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -131,7 +143,8 @@ class ModelShape:
                    classifier=getattr(m.decode, "linear", None) is not None, needs_h0=bool(m.needs_h0),
                    h0_dim=int(m.h0_dim), layer_params=tuple(count(layer) for layer in m.layers),
                    encode_params=count(m.encode), decode_params=count(m.decode),
-                   dropout=float(getattr(model_config, "dropout", 0.0) or 0.0), model=m)
+                   dropout=float(getattr(model_config, "dropout", 0.0) or 0.0),
+                   held_reads=tuple(bool(layer.aggregates_input_rows) for layer in m.layers), model=m)
 
 
 @dataclass(frozen=True)
@@ -146,10 +159,12 @@ class TimeParts:
 
 # -------------------------------------------------------------------- kernels
 def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float, local: float,
-             chunked: bool, shared_mask: bool = False) -> float:
+             chunked: bool, shared_mask: bool = False, stale_edges: float = 0.0) -> float:
     """One forward + backward of layer ``l`` (1-based) on ``own`` rows reading
     ``local`` rows over ``edges`` in-edges; ``shared_mask``: the dropout mask is given
-    (a stage's, drawn once per layer: :func:`_mask_draw_s`), not drawn here."""
+    (a stage's, drawn once per layer: :func:`_mask_draw_s`), not drawn here;
+    ``stale_edges``: in-edges whose transposed product the backward leaves out (half
+    of their aggregation rate each)."""
     d_in, d_out = m.dims[l - 1], m.dims[l]
     mats = 2 if m.kind in ("sage", "resgcn+") else (0 if m.kind == "mlp" else 1)
     # Each rate at the rows its kernel works on (HardwareProfile.size_factor): the
@@ -160,7 +175,7 @@ def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float
     # 1.90-1.96x that of its own rows; the gather with dropout 1.01-1.02x its own rows'.
     t = max(mats, 1) * 2.0 * own * d_in * d_out * p.matmul_s_per_flop * p.size_factor("matmul", own)
     if m.kind != "mlp":
-        t += edges * d_in * p.aggregate_s_per_edge_row * p.size_factor("aggregate", local)
+        t += (edges - 0.5 * stale_edges) * d_in * p.aggregate_s_per_edge_row * p.size_factor("aggregate", local)
     t += own * d_out * p.row_cost(m.kind) * p.size_factor("row", own) + p.call_overhead_s
     if m.dropout > 0:
         t += local * d_in * (_mask_apply(p) * p.size_factor("mask_apply", own) if shared_mask
@@ -168,6 +183,16 @@ def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float
     if chunked:
         t += local * d_in * _E * p.gather_s_per_byte * p.size_factor("gather", own)
     return t
+
+
+def _stale_edges(m: ModelShape, l: int, cut: Any, part: int, chunks_per_way: int, ways: int) -> float:
+    """Expected in-edges of chunk ``part`` whose transposed product layer ``l`` of a
+    stage leaves out: its halo entries read stale (module docstring), where the layer
+    holds its reads (``held_reads``; layer 1 reads the encode, which is never stale)."""
+    if l < 2 or not m.held_reads or not m.held_reads[l - 1]:
+        return 0.0
+    share = 0.5 if ways == 1 else (chunks_per_way - 1) / (2.0 * chunks_per_way)
+    return share * cut.halo_entries(part)
 
 
 def _mask_apply(p: HardwareProfile) -> float:
@@ -233,11 +258,12 @@ def layer_costs(p: HardwareProfile, m: ModelShape, g: GraphStats, chunks: int,
     stage's classifier and loss over all chunks)`` of one way (W = 1): what a
     cost-balanced stage split evens out."""
     cut = g.cut(chunks)
-    parts = [(cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k])
+    parts = [(k, cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k])
              for k in range(cut.num_parts)]
-    per_layer = [sum(_layer_s(p, m, l, own, e, loc, True, row_masks) for own, e, loc in parts)
+    per_layer = [sum(_layer_s(p, m, l, own, e, loc, True, row_masks, _stale_edges(m, l, cut, k, chunks, 1))
+                     for k, own, e, loc in parts)
                  + (_mask_draw_s(p, m, l, g.num_nodes) if row_masks else 0.0) for l in range(1, m.layers + 1)]
-    return per_layer, _encode_s(p, m, g, g.num_nodes), sum(_decode_s(p, m, own) for own, _e, _l in parts)
+    return per_layer, _encode_s(p, m, g, g.num_nodes), sum(_decode_s(p, m, own) for _k, own, _e, _l in parts)
 
 
 def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str, workers: int, ways: int,
@@ -281,7 +307,8 @@ def predict_time(p: HardwareProfile, m: ModelShape, g: GraphStats, *, mode: str,
             t = sum(_mask_draw_s(p, m, l, held_rows) for l in range(a, b + 1)) if row_masks else 0.0
             for k in blk:
                 own, ed, loc = cut.part_rows[k], cut.part_in_edges[k], cut.part_rows[k] + cut.halo_rows[k]
-                t += sum(_layer_s(p, m, l, own, ed, loc, True, row_masks) for l in range(a, b + 1))
+                t += sum(_layer_s(p, m, l, own, ed, loc, True, row_masks,
+                                  _stale_edges(m, l, cut, k, len(blk), ways)) for l in range(a, b + 1))
                 if s == stages - 1:
                     t += _decode_s(p, m, own)
             totals.append((t + _step_s(p, _stage_params(m, split, s))) * p.contention)

@@ -33,8 +33,10 @@ class CutStats:
     vertices outside part p read by p (DESIGN.md 2's halo); ``M = sum(halo_rows)``;
     ``boundary_rows[p]`` = vertices of part p read by at least one other part (the
     rows of p that a stage's gradient buffers hold; empty: not known, and
-    :attr:`boundary` falls back to ``M``, its upper bound); ``exact`` is True when
-    computed from the partition a run would use.
+    :attr:`boundary` falls back to ``M``, its upper bound); ``halo_in_edges[p]`` = the
+    in-edges of part p whose source is outside p (a chunk's halo entries; empty: not
+    known, taken as none); ``exact`` is True when computed from the partition a run
+    would use.
     """
 
     num_parts: int
@@ -43,6 +45,11 @@ class CutStats:
     halo_rows: tuple[int, ...]
     exact: bool
     boundary_rows: tuple[int, ...] = ()
+    halo_in_edges: tuple[int, ...] = ()
+
+    def halo_entries(self, part: int) -> int:
+        """``halo_in_edges[part]``, 0 where not known."""
+        return int(self.halo_in_edges[part]) if self.halo_in_edges else 0
 
     @property
     def M(self) -> int:  # noqa: N802 - DESIGN.md's name
@@ -145,7 +152,7 @@ def estimate_cut(stats: GraphStats, num_parts: int) -> CutStats:
     # A vertex is in each of the other k - 1 parts' halos with probability halo / outside.
     boundary = n / k * (1.0 - (1.0 - halo / outside) ** (k - 1)) if outside > 0 else 0.0
     return CutStats(k, (rows,) * k, (edges,) * k, (int(round(halo)),) * k, exact=False,
-                    boundary_rows=(int(round(boundary)),) * k)
+                    boundary_rows=(int(round(boundary)),) * k, halo_in_edges=(int(round(cut_in)),) * k)
 
 
 def stats_only(*, num_nodes: int, num_edges: int, num_features: int, num_classes: int,
@@ -195,8 +202,10 @@ def graph_stats(graph: Any, *, method: str = "metis", seed: int = 0) -> GraphSta
 
         chunked = chunked_of(k)
         s = chunked.stats
+        # A plan's entries in columns past its own rows read halo rows.
+        halo_in = tuple(int((plan.indices >= plan.num_own).sum()) for plan in chunked.plans)
         return CutStats(k, tuple(s.part_sizes), tuple(s.part_in_edges), tuple(s.halo_sizes), exact=True,
-                        boundary_rows=boundary_rows(chunked.plans, g.num_nodes))
+                        boundary_rows=boundary_rows(chunked.plans, g.num_nodes), halo_in_edges=halo_in)
 
     return GraphStats(name=g.name or "graph", num_nodes=g.num_nodes, num_edges=g.num_edges,
                       num_features=int(x.shape[1]), num_classes=int(g.num_classes),

@@ -1,7 +1,8 @@
 """The cost model prices each kernel at its own size: a rate measured on a second,
 larger graph applies to kernels of that many rows, log-linearly between the two
 measurements, and a profile without one scales nothing; a halo exchange is priced at
-the rate of both sides sending at once."""
+the rate of both sides sending at once; a stage's backward leaves out the transposed
+entries of the halo rows it reads stale, where the layer aggregates its input rows."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import gnnpipe
 from gnnpipe.config import ModelConfig
 from gnnpipe.plan import ModelShape, graph_stats
 from gnnpipe.plan.cli import profile_from_figures
-from gnnpipe.plan.costs import predict_time
+from gnnpipe.plan.costs import layer_costs, predict_time
+from gnnpipe.plan.inputs import estimate_cut, stats_only
 
 KEYS = ("matmul", "aggregate", "gather", "dropout", "mask_apply", "row", "single_speedup")
 
@@ -94,3 +96,50 @@ def test_exchanges_between_kernels_cost_their_measured_fixed_seconds(stats):
     pipe = dict(workers=2, ways=1, stages=2, chunks=4, split=(2, 2))
     assert (predict_time(slow, shape, stats, mode="pipeline", **pipe)
             == predict_time(base, shape, stats, mode="pipeline", **pipe))
+
+
+def test_cut_stats_count_each_parts_halo_entries(stats):
+    """Exact: every cut in-edge is one part's halo entry (the partition's own count of
+    cut in-edges); estimated: a part's cut share of its in-edges."""
+    for k in (2, 4):
+        cut = stats.cut(k)
+        assert len(cut.halo_in_edges) == k
+        assert all(0 < h <= e for h, e in zip(cut.halo_in_edges, cut.part_in_edges))
+        assert sum(cut.halo_in_edges) == stats.chunked_of(k).stats.cut_in_edges
+    est = estimate_cut(stats_only(num_nodes=1000, num_edges=8000, num_features=4, num_classes=2,
+                                  edge_cut_fraction=0.25), 4)
+    assert est.halo_in_edges == (500,) * 4 and est.halo_entries(3) == 500
+
+
+def test_held_reads_are_the_layers_that_aggregate_their_input_rows(stats):
+    f, c = stats.num_features, stats.num_classes
+    of = lambda **kw: ModelShape.of(ModelConfig(layers=4, hidden=16, **kw), f, c).held_reads  # noqa: E731
+    assert f > 16 > c  # layer 1 (F -> 16) and a last layer to the classes narrow their rows
+    assert of(model="gcnii") == (True,) * 4
+    assert of(model="gcn", input_proj=True, classifier=True) == (True,) * 4  # hidden to hidden
+    assert of(model="gcn") == (False, True, True, False)  # projected first where they narrow
+    assert of(model="resgcn+", input_proj=True) == (True, False, False, False)  # blocks normalise first
+
+
+def test_stale_halo_entries_leave_half_of_their_rate_in_the_layers_that_hold_their_reads(stats):
+    """Per layer l >= 2 of a held-read model, the chunks' cost falls by a quarter of
+    their halo entries' aggregation (half of them stale, half of the rate each); layer
+    1 (reading the encode) and a model without held reads not at all; a hybrid with one
+    chunk a way reads nothing stale."""
+    p = _profile()
+    shape = ModelShape.of(ModelConfig(model="gcnii", layers=4, hidden=16, dropout=0.5), stats.num_features,
+                          stats.num_classes)
+    bare = replace(shape, held_reads=())
+    cut = stats.cut(4)
+    held, _, _ = layer_costs(p, shape, stats, 4)
+    full, _, _ = layer_costs(p, bare, stats, 4)
+    assert held[0] == full[0]
+    saved = 0.25 * sum(cut.halo_in_edges) * 16 * p.aggregate_s_per_edge_row
+    for l in range(1, 4):
+        assert full[l] - held[l] == pytest.approx(saved, rel=1e-9)
+    pipe = dict(workers=2, ways=1, stages=2, chunks=4, split=(2, 2))
+    assert (predict_time(p, shape, stats, mode="pipeline", **pipe).compute_s
+            < predict_time(p, bare, stats, mode="pipeline", **pipe).compute_s)
+    hybrid = dict(workers=2, ways=2, stages=1, chunks=2, split=(4,), way_halo_rows=100.0)
+    assert (predict_time(p, shape, stats, mode="hybrid", **hybrid)
+            == predict_time(p, bare, stats, mode="hybrid", **hybrid))
