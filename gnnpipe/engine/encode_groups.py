@@ -37,7 +37,9 @@ values. Group 0 is the first chunk's own and halo rows, and its backward ends th
 epoch on stage 0, on top of everything the stage holds then: on the 200k systems
 graph (GCN-32, C = 2, 171k rows in group 0) those temporaries were 0.31 GiB, and
 they set stage 0's peak (a heap trace of the run, ad hoc). The weights' gradients
-are then sums over blocks (a different order of the same additions).
+are then sums over blocks (a different order of the same additions). A group of every
+row (sparse features' whole encode) goes at once: its product reuses the features'
+transposed structure, which a block of rows would have to build again.
 """
 
 from __future__ import annotations

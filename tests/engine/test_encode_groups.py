@@ -52,6 +52,16 @@ def _features(sparse: bool) -> torch.Tensor | SparseFeatures:
     return SparseFeatures.from_dense(x) if sparse else x
 
 
+def _whole_encode(proj, x, g):
+    """One whole encode of ``x`` (dropout drawn from seed 11) and its parameters'
+    gradients for the output gradient ``g``; the parameters' gradients reset after."""
+    whole = proj(x, generator=torch.Generator().manual_seed(11))
+    whole.backward(g)
+    want = {n: p.grad.clone() for n, p in proj.named_parameters()}
+    proj.zero_grad(set_to_none=True)
+    return whole, want
+
+
 @pytest.mark.parametrize("activation", [True, False], ids=["relu", "linear"])  # GCNII's, ResGCN+'s
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 def test_grouped_encode_equals_one_whole_encode(sparse, activation):
@@ -63,11 +73,7 @@ def test_grouped_encode_equals_one_whole_encode(sparse, activation):
     groups = first_reader_groups(local_ids, order, range(3), 40)
     read = torch.cat(list(groups.values()))
     g = torch.randn(40, 5, generator=torch.Generator().manual_seed(8), dtype=DT)
-
-    whole = proj(x, generator=torch.Generator().manual_seed(11))
-    whole.backward(g)
-    want = {n: p.grad.clone() for n, p in proj.named_parameters()}
-    proj.zero_grad(set_to_none=True)
+    whole, want = _whole_encode(proj, x, g)
 
     enc = Encoded.of_projection(proj, x, groups, 40, generator=torch.Generator().manual_seed(11), weights=None)
     enc.encode(0)
@@ -94,10 +100,7 @@ def test_blocked_groups_give_the_whole_encode_and_touch_at_most_a_block_of_rows_
     local_ids = _ids(list(range(0, 25)) + [30, 31], list(range(20, 40)))
     groups = first_reader_groups(local_ids, [0, 1], range(2), 40)
     g = torch.randn(40, 5, generator=torch.Generator().manual_seed(8), dtype=DT)
-    whole = proj(x, generator=torch.Generator().manual_seed(11))
-    whole.backward(g)
-    want = {n: p.grad.clone() for n, p in proj.named_parameters()}
-    proj.zero_grad(set_to_none=True)
+    whole, want = _whole_encode(proj, x, g)
 
     enc = Encoded.of_projection(proj, x, groups, 40, generator=torch.Generator().manual_seed(11), weights=None)
     enc.block_rows = 4
