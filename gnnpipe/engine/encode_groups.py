@@ -50,7 +50,6 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from gnnpipe.data.sparse import SparseFeatures
 from gnnpipe.engine.cross_epoch import call_with
 
 __all__ = ["ENCODE_BLOCK_BYTES", "Encoded", "encode_block_rows", "first_reader_groups"]
@@ -167,7 +166,7 @@ class Encoded:
                 leaf.grad = g if leaf.grad is None else leaf.grad.add_(g)
 
         like = enc.linear.weight
-        in_width = 0 if isinstance(x, SparseFeatures) else int(x.shape[1])
+        in_width = 0 if x.is_sparse else int(x.shape[1])  # as the stage tells them apart
         block_rows = encode_block_rows(in_width, enc.out_dim, like.element_size())
         return cls.grouped(project, accumulate, groups, n_rows, enc.out_dim, like.device, like.dtype, block_rows)
 
