@@ -25,11 +25,18 @@ this machine the same code's epochs moved up to 2.2x between invocations minutes
 (``bench/results/stale_ab_dense/``), so a ratio of runs far apart measures the machine.
 Each case's ``computed`` is the median over its rounds of each round's ratio (their
 range beside it); the JSON is written after every case of every round, and
-``--resume`` continues a run that stopped with the rounds it has. Writes a JSON with
-machine, load and config::
+``--resume`` continues a run that stopped with the rounds it has.
+
+``--decompose`` adds two runs to every round, to say what the compute ratio is made
+of: ``single_pair``, two one-thread single runs started together (one per core: what
+two busy processes cost each other on this machine, which a pipeline's S workers pay
+and a lone single run does not), and ``pipeline_one_worker``, the same C chunks through
+one stage on one worker (the chunks' own extra work, with nothing else running).
+Writes a JSON with machine, load and config::
 
     python -m bench.compute_split --out bench/results/compute_split.json
     python -m bench.compute_split --rounds 5 --epochs 6 --out bench/results/compute_split_rounds.json
+    python -m bench.compute_split --rounds 3 --decompose --out bench/results/compute_split_decomposed.json
     # the 200k-vertex systems graph (bench/graphs.py SYSTEMS_SYNTHETIC), GCN-32:
     python -m bench.compute_split --cases synthetic:gcn --epochs 4 --skip-epochs 1 \
         --data-option num_nodes=200000 --data-option avg_degree=10.0 --data-option homophily=0.6 \
@@ -53,33 +60,36 @@ from .runner import load_average, write_measurement
 DEFAULT_CASES = ("blogcatalog:gcnii", "blogcatalog:gcn", "amazon_photo:gcnii", "amazon_photo:gcn")
 
 
-def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, workdir: Path,
-             extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One ``python -m gnnpipe.train`` run (``extra``: more trainer flags); returns its
-    per-epoch means and the load."""
-    out = workdir / f"{dataset}-{model}-{mode}-{len(list(workdir.iterdir()))}.json"
+def _trainer_argv(dataset: str, model: str, mode: str, args: argparse.Namespace, out: Path,
+                  extra: tuple[str, ...] = ()) -> list[str]:
+    """The trainer's command line of one run of ``mode`` (one of :data:`MODES` or
+    :data:`DECOMPOSE_MODES`; ``single_pair`` is two ``single`` runs)."""
+    trainer_mode = {"single_pair": "single", "pipeline_one_worker": "pipeline"}.get(mode, mode)
     argv = [sys.executable, "-m", "gnnpipe.train", "--dataset", dataset, "--data-root", args.data_root,
             "--model", model, "--layers", str(args.layers), "--hidden", str(args.hidden),
             "--input-proj", "--classifier", "--dropout", "0.5", "--lr", "0.001",
             "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--seed", "0",
-            "--mode", mode, "--json-out", str(out), "--log-level", "WARNING"]
+            "--mode", trainer_mode, "--json-out", str(out), "--log-level", "WARNING"]
     for option in args.data_option:
         argv += ["--data-option", option]
-    if mode != "single":
-        argv += ["--workers", str(args.stages)]
-    if mode == "pipeline":
+    if trainer_mode != "single":
+        argv += ["--workers", "1" if mode == "pipeline_one_worker" else str(args.stages)]
+    if trainer_mode == "pipeline":
         argv += ["--chunks", str(args.chunks), "--dropout-masks", args.dropout_masks]
-        if args.stage_split:
+        if args.stage_split and mode == "pipeline":
             argv += ["--stage-split", args.stage_split]
-    argv += list(extra)
+    return argv + list(extra)
+
+
+def _trainer_env() -> dict[str, str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
-    before = load_average()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600, cwd=args.checkout)
-    after = load_average()
-    if proc.returncode != 0:
-        return {"mode": mode, "returncode": proc.returncode, "error": proc.stderr[-500:]}
+    return env
+
+
+def _figures(mode: str, argv: list[str], out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """A finished run's per-epoch means (measured) from its record at ``out``."""
     record = json.loads(out.read_text())
     skip = record["summary"]["mean_epoch_time_skipped_epochs"] if args.skip_epochs is None else args.skip_epochs
     timed = record["epochs"][skip:]
@@ -94,26 +104,68 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
                            for k in ("epoch_s", "compute_s", "comm_wait_s", "bubble_s")}
                           for r in range(len(timed[0]["time_per_rank"]))]
                          if "time_per_rank" in timed[0] else None),
-            "peak_memory_bytes": record["peak_memory_bytes"],
-            "load_average_before": before, "load_average_after": after}
+            "peak_memory_bytes": record["peak_memory_bytes"]}
+
+
+def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, workdir: Path,
+             extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One ``python -m gnnpipe.train`` run of ``mode`` (``extra``: more trainer flags);
+    returns its per-epoch means and the load. ``single_pair``: two one-thread single
+    runs started together, one per core, each timed as ``single`` (``pair``: both
+    runs' figures; the means of the two beside them)."""
+    copies = 2 if mode == "single_pair" else 1
+    outs = [workdir / f"{dataset}-{model}-{mode}-{len(list(workdir.iterdir()))}-{i}.json" for i in range(copies)]
+    argvs = [_trainer_argv(dataset, model, mode, args, out, extra) for out in outs]
+    before = load_average()
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_trainer_env(),
+                              cwd=args.checkout) for argv in argvs]
+    results = [proc.communicate(timeout=3600) for proc in procs]
+    after = load_average()
+    for proc, (_stdout, stderr) in zip(procs, results):
+        if proc.returncode != 0:
+            return {"mode": mode, "returncode": proc.returncode, "error": stderr[-500:]}
+    figures = [_figures(mode, argv, out, args) for argv, out in zip(argvs, outs)]
+    run = figures[0]
+    if copies > 1:
+        run = {"mode": mode, "command": run["command"], "epochs_timed": run["epochs_timed"],
+               **{k: statistics.fmean(f[k] for f in figures) for k in ("epoch_s", "compute_s", "comm_wait_s",
+                                                                        "bubble_s")},
+               "per_rank": None, "peak_memory_bytes": [f["peak_memory_bytes"] for f in figures], "pair": figures}
+    return {**run, "load_average_before": before, "load_average_after": after}
 
 
 def compare(runs: dict[str, dict[str, Any]], stages: int, chunks: int) -> dict[str, Any]:
-    """The issue's ratios from one case's runs (computed)."""
+    """The issue's ratios from one case's runs (computed); with the
+    :data:`DECOMPOSE_MODES` runs also what the compute ratio is made of:
+    ``chunking_overhead`` (a one-worker pipeline's compute over single mode's, both one
+    thread, alone on the machine: the chunks' own extra work), ``sharing_slowdown``
+    (single mode's compute with a twin run on the other core over alone: what two busy
+    one-thread processes cost each other here), and the pipeline's compute over the
+    twin runs' compute / S."""
     single, pipe, graph = runs["single"], runs["pipeline"], runs["graph"]  # all succeeded (main checks)
     per_stage = single["compute_s"] / stages
-    return {"pipeline_compute_over_single_1thread_per_stage": pipe["compute_s"] / per_stage,
-            "target_compute_ratio": 1.1,
-            "pipeline_bubble_share": pipe["bubble_s"] / pipe["epoch_s"],
-            "pipeline_bubble_share_per_rank": (None if pipe.get("per_rank") is None else
-                                               [r["bubble_s"] / r["epoch_s"] for r in pipe["per_rank"]]),
-            "schedule_bubble_share": (stages - 1) / (chunks + stages - 1),
-            "pipeline_epoch_over_graph_epoch": pipe["epoch_s"] / graph["epoch_s"],
-            "target_epoch_ratio_dense": 1.0}
+    out = {"pipeline_compute_over_single_1thread_per_stage": pipe["compute_s"] / per_stage,
+           "target_compute_ratio": 1.1,
+           "pipeline_bubble_share": pipe["bubble_s"] / pipe["epoch_s"],
+           "pipeline_bubble_share_per_rank": (None if pipe.get("per_rank") is None else
+                                              [r["bubble_s"] / r["epoch_s"] for r in pipe["per_rank"]]),
+           "schedule_bubble_share": (stages - 1) / (chunks + stages - 1),
+           "pipeline_epoch_over_graph_epoch": pipe["epoch_s"] / graph["epoch_s"],
+           "graph_compute_over_single_1thread_per_worker": graph["compute_s"] / per_stage,
+           "target_epoch_ratio_dense": 1.0}
+    if "single_pair" in runs:
+        pair, one = runs["single_pair"], runs["pipeline_one_worker"]
+        out.update({"chunking_overhead": one["compute_s"] / single["compute_s"],
+                    "sharing_slowdown": pair["compute_s"] / single["compute_s"],
+                    "pipeline_compute_over_single_pair_per_stage": pipe["compute_s"] / (pair["compute_s"] / stages)})
+    return out
 
 
 #: The modes of a case in the order of even rounds (odd rounds: reversed).
 MODES = ("single", "pipeline", "graph")
+#: With ``--decompose``, also in each round: two single runs at once (``single_pair``)
+#: and the pipeline's chunks on one worker (``pipeline_one_worker``: S = 1, C chunks).
+DECOMPOSE_MODES = ("single_pair", "pipeline_one_worker")
 
 
 def summarize_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -192,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run every case N times in turn, ratios within each round (default 1)")
     ap.add_argument("--resume", action="store_true",
                     help="continue the run whose JSON is at --out (same flags): the rounds it has are kept")
+    ap.add_argument("--decompose", action="store_true",
+                    help="also run, in each round, two single runs at once and the pipeline on one worker, and "
+                         "split the compute ratio into the chunks' own work and the two processes' sharing")
     args = ap.parse_args(argv)
     error = run_arguments_error(args) or (f"--rounds: expected N >= 1, found {args.rounds}"
                                           if args.rounds < 1 else None)
@@ -218,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         cases, load_before = old["cases"], old["load_average_before"]
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            modes = MODES if r % 2 == 0 else MODES[::-1]
+            all_modes = MODES + (DECOMPOSE_MODES if args.decompose else ())
+            modes = all_modes if r % 2 == 0 else all_modes[::-1]
             for case in cases:
                 if any(done["round"] == r for done in case["rounds"]):
                     continue
@@ -237,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                 write_measurement(
                     args,
                     "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
-                    "(S workers, one thread each) and graph mode (S workers), one after the other in each round; "
+                    "(S workers, one thread each) and graph mode (S workers), one after the other in each round "
+                    "(--decompose: also two single runs at once, single_pair, and the pipeline's C chunks on one "
+                    "worker, pipeline_one_worker); "
                     "the pipeline's compute is its slowest rank's time split (measured); ratios within a round, "
                     "and their medians over the rounds (computed)", load_before, cases=cases)
     return 0

@@ -57,7 +57,7 @@ def _fake_runs(monkeypatch, epochs: dict[str, list[float]]):
     def run_once(dataset, model, mode, args, workdir, extra=()):
         calls.append((dataset, mode))
         t = epochs[mode][sum(1 for c in calls if c[1] == mode) - 1]
-        busy = 1.0 if mode == "single" else 0.8  # single mode computes its whole epoch
+        busy = 1.0 if mode.startswith("single") else 0.8  # single mode computes its whole epoch
         return {"mode": mode, "epoch_s": t, "compute_s": t * busy, "comm_wait_s": 0.0, "bubble_s": t * (1 - busy),
                 "per_rank": [{"epoch_s": t, "compute_s": t * busy, "comm_wait_s": 0.0, "bubble_s": t * (1 - busy)}]}
 
@@ -101,3 +101,37 @@ def test_rounds_below_one_are_refused_before_any_run(tmp_path, capsys):
     out = tmp_path / "split.json"
     assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "0"]) == 2
     assert not out.exists() and "--rounds: expected N >= 1, found 0" in capsys.readouterr().err
+
+
+def test_decompose_runs_the_twin_singles_and_the_one_worker_pipeline_in_every_round(tmp_path, monkeypatch):
+    out = tmp_path / "split.json"
+    calls = _fake_runs(monkeypatch, {"single": [2.0, 4.0], "pipeline": [1.0, 2.0], "graph": [1.0, 2.0],
+                                     "single_pair": [2.6, 5.2], "pipeline_one_worker": [3.0, 6.0]})
+    assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "2", "--decompose"]) == 0
+    assert [m for _, m in calls] == ["single", "pipeline", "graph", "single_pair", "pipeline_one_worker",
+                                     "pipeline_one_worker", "single_pair", "graph", "pipeline", "single"]
+    case = json.loads(out.read_text())["cases"][0]
+    for r in case["rounds"]:
+        c = r["computed"]
+        # one worker's compute 0.8 * 3 over single's 2 (round 2: all doubled)
+        assert c["chunking_overhead"] == pytest.approx(1.2)
+        assert c["sharing_slowdown"] == pytest.approx(1.3)
+        # the pipeline's 0.8 over the twins' 2.6 / 2
+        assert c["pipeline_compute_over_single_pair_per_stage"] == pytest.approx(0.8 / 1.3)
+        assert c["graph_compute_over_single_1thread_per_worker"] == pytest.approx(0.8)
+    assert case["computed"]["chunking_overhead_range"] == [pytest.approx(1.2)] * 2
+
+
+def test_decompose_starts_two_real_single_runs_together_and_one_worker_pipeline(tmp_path):
+    out = tmp_path / "split.json"
+    rc = main(["--out", str(out), "--cases", "synthetic:gcn", "--data-option", "num_nodes=240",
+               "--epochs", "3", "--skip-epochs", "1", "--layers", "2", "--hidden", "4", "--chunks", "2",
+               "--decompose"])
+    assert rc == 0
+    runs = json.loads(out.read_text())["cases"][0]["rounds"][0]["runs"]
+    pair = runs["single_pair"]
+    assert len(pair["pair"]) == 2 and all("--mode single" in f["command"] for f in pair["pair"])
+    assert pair["compute_s"] == pytest.approx((pair["pair"][0]["compute_s"] + pair["pair"][1]["compute_s"]) / 2)
+    one = runs["pipeline_one_worker"]["command"]
+    assert "--mode pipeline" in one and "--workers 1" in one and "--chunks 2" in one
+    assert "--workers 2" in runs["pipeline"]["command"]
