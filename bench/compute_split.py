@@ -266,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and Path(args.out).exists():
         old = json.loads(Path(args.out).read_text())
         old_config = {k: v for k, v in old.get("config", {}).items() if k not in ("resume", "rounds")}
+        # A flag added since the record was written ran at its default then.
+        old_config.update({k: ap.get_default(k) for k in config if k not in old_config})
         if old_config != config:
             print(f"compute_split: --resume: expected {args.out} to hold this config, found {old_config}",
                   file=sys.stderr)

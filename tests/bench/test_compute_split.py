@@ -135,3 +135,17 @@ def test_decompose_starts_two_real_single_runs_together_and_one_worker_pipeline(
     one = runs["pipeline_one_worker"]["command"]
     assert "--mode pipeline" in one and "--workers 1" in one and "--chunks 2" in one
     assert "--workers 2" in runs["pipeline"]["command"]
+
+
+def test_resume_takes_a_record_without_a_later_flag_as_run_at_its_default(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "split.json"
+    calls = _fake_runs(monkeypatch, {m: [1.0] * 4 for m in ("single", "pipeline", "graph")})
+    assert main(["--out", str(out), "--cases", "a:gcn"]) == 0
+    record = json.loads(out.read_text())
+    del record["config"]["decompose"]  # as written before --decompose existed
+    out.write_text(json.dumps(record))
+    assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "2", "--resume"]) == 0
+    assert len(calls) == 6
+    out.write_text(json.dumps(record))
+    assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "2", "--resume", "--decompose"]) == 2
+    assert "--resume: expected" in capsys.readouterr().err and len(calls) == 6
