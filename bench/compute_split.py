@@ -58,6 +58,8 @@ from typing import Any
 from .runner import load_average, write_measurement
 
 DEFAULT_CASES = ("blogcatalog:gcnii", "blogcatalog:gcn", "amazon_photo:gcnii", "amazon_photo:gcn")
+#: Seconds a trainer run may take before it is killed and its case reported failed.
+RUN_TIMEOUT_S = 3600
 
 
 def _trainer_argv(dataset: str, model: str, mode: str, args: argparse.Namespace, out: Path,
@@ -119,7 +121,14 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
     before = load_average()
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_trainer_env(),
                               cwd=args.checkout) for argv in argvs]
-    results = [proc.communicate(timeout=3600) for proc in procs]
+    try:
+        results = [proc.communicate(timeout=RUN_TIMEOUT_S) for proc in procs]
+    except subprocess.TimeoutExpired:
+        for proc in procs:  # a stuck run ends the case with an error, leaving nothing running
+            proc.kill()
+            proc.communicate()
+        return {"mode": mode, "returncode": None,
+                "error": f"{mode}: no result within {RUN_TIMEOUT_S} s (killed): {' '.join(argvs[0][1:])}"}
     after = load_average()
     for proc, (_stdout, stderr) in zip(procs, results):
         if proc.returncode != 0:

@@ -149,3 +149,12 @@ def test_resume_takes_a_record_without_a_later_flag_as_run_at_its_default(tmp_pa
     out.write_text(json.dumps(record))
     assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "2", "--resume", "--decompose"]) == 2
     assert "--resume: expected" in capsys.readouterr().err and len(calls) == 6
+
+
+def test_a_run_past_the_timeout_is_killed_and_reported_with_its_command(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "split.json"
+    monkeypatch.setattr(compute_split, "RUN_TIMEOUT_S", 0.5)
+    rc = main(["--out", str(out), "--cases", "synthetic:gcn", "--epochs", "1", "--layers", "2", "--hidden", "4"])
+    assert rc == 1 and not out.exists()
+    err = capsys.readouterr().err
+    assert "single: no result within 0.5 s (killed)" in err and "--mode single" in err
