@@ -116,10 +116,12 @@ def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, work
     runs started together, one per core, each timed as ``single`` (``pair``: both
     runs' figures; the means of the two beside them)."""
     copies = 2 if mode == "single_pair" else 1
-    outs = [workdir / f"{dataset}-{model}-{mode}-{len(list(workdir.iterdir()))}-{i}.json" for i in range(copies)]
+    serial = len(list(workdir.iterdir()))
+    outs = [workdir / f"{dataset}-{model}-{mode}-{serial}-{i}.json" for i in range(copies)]
     argvs = [_trainer_argv(dataset, model, mode, args, out, extra) for out in outs]
+    env = _trainer_env()
     before = load_average()
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_trainer_env(),
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                               cwd=args.checkout) for argv in argvs]
     try:
         results = [proc.communicate(timeout=RUN_TIMEOUT_S) for proc in procs]
@@ -282,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         cases, load_before = old["cases"], old["load_average_before"]
+    all_modes = MODES + (DECOMPOSE_MODES if args.decompose else ())
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            all_modes = MODES + (DECOMPOSE_MODES if args.decompose else ())
             modes = all_modes if r % 2 == 0 else all_modes[::-1]
             for case in cases:
                 if any(done["round"] == r for done in case["rounds"]):
