@@ -27,11 +27,16 @@ Each case's ``computed`` is the median over its rounds of each round's ratio (th
 range beside it); the JSON is written after every case of every round, and
 ``--resume`` continues a run that stopped with the rounds it has.
 
-``--decompose`` adds two runs to every round, to say what the compute ratio is made
+``--decompose`` adds three runs to every round, to say what the compute ratio is made
 of: ``single_pair``, two one-thread single runs started together (one per core: what
 two busy processes cost each other on this machine, which a pipeline's S workers pay
-and a lone single run does not), and ``pipeline_one_worker``, the same C chunks through
-one stage on one worker (the chunks' own extra work, with nothing else running).
+and a lone single run does not); ``pipeline_one_worker``, the same C chunks through
+one stage on one worker (the chunks' own extra work, with nothing else running); and
+``pipeline_one_worker_pair``, two of those started together (what two processes
+working through chunks cost each other, which need not be what two single runs do:
+a chunk's rows are worked on while they sit in the cache the two cores share). Then
+``chunking_overhead x chunked_sharing_slowdown x pipeline_compute_over_one_worker_pair_per_stage``
+is the compute ratio, the last factor what the S-stage pipeline adds beyond them.
 Writes a JSON with machine, load and config::
 
     python -m bench.compute_split --out bench/results/compute_split.json
@@ -65,8 +70,9 @@ RUN_TIMEOUT_S = 3600
 def _trainer_argv(dataset: str, model: str, mode: str, args: argparse.Namespace, out: Path,
                   extra: tuple[str, ...] = ()) -> list[str]:
     """The trainer's command line of one run of ``mode`` (one of :data:`MODES` or
-    :data:`DECOMPOSE_MODES`; ``single_pair`` is two ``single`` runs)."""
-    trainer_mode = {"single_pair": "single", "pipeline_one_worker": "pipeline"}.get(mode, mode)
+    :data:`DECOMPOSE_MODES`; a pair, :data:`PAIRS`, is two runs of its single mode)."""
+    mode = PAIRS.get(mode, mode)
+    trainer_mode = {"pipeline_one_worker": "pipeline"}.get(mode, mode)
     argv = [sys.executable, "-m", "gnnpipe.train", "--dataset", dataset, "--data-root", args.data_root,
             "--model", model, "--layers", str(args.layers), "--hidden", str(args.hidden),
             "--input-proj", "--classifier", "--dropout", "0.5", "--lr", "0.001",
@@ -112,10 +118,10 @@ def _figures(mode: str, argv: list[str], out: Path, args: argparse.Namespace) ->
 def run_once(dataset: str, model: str, mode: str, args: argparse.Namespace, workdir: Path,
              extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One ``python -m gnnpipe.train`` run of ``mode`` (``extra``: more trainer flags);
-    returns its per-epoch means and the load. ``single_pair``: two one-thread single
-    runs started together, one per core, each timed as ``single`` (``pair``: both
-    runs' figures; the means of the two beside them)."""
-    copies = 2 if mode == "single_pair" else 1
+    returns its per-epoch means and the load. A pair (:data:`PAIRS`): two one-thread
+    runs of its mode started together, one per core, each timed as that mode alone
+    (``pair``: both runs' figures; the means of the two beside them)."""
+    copies = 2 if mode in PAIRS else 1
     serial = len(list(workdir.iterdir()))
     outs = [workdir / f"{dataset}-{model}-{mode}-{serial}-{i}.json" for i in range(copies)]
     argvs = [_trainer_argv(dataset, model, mode, args, out, extra) for out in outs]
@@ -152,7 +158,11 @@ def compare(runs: dict[str, dict[str, Any]], stages: int, chunks: int) -> dict[s
     thread, alone on the machine: the chunks' own extra work), ``sharing_slowdown``
     (single mode's compute with a twin run on the other core over alone: what two busy
     one-thread processes cost each other here), and the pipeline's compute over the
-    twin runs' compute / S."""
+    twin runs' compute / S; with ``pipeline_one_worker_pair`` too (not in rounds
+    recorded before it existed) ``chunked_sharing_slowdown`` (the one-worker pipeline's
+    compute with a twin on the other core over alone) and the pipeline's compute over
+    the twin one-worker pipelines' / S (what the S stages add beyond the chunks' work
+    and the two processes' sharing of it)."""
     single, pipe, graph = runs["single"], runs["pipeline"], runs["graph"]  # all succeeded (main checks)
     per_stage = single["compute_s"] / stages
     out = {"pipeline_compute_over_single_1thread_per_stage": pipe["compute_s"] / per_stage,
@@ -169,24 +179,37 @@ def compare(runs: dict[str, dict[str, Any]], stages: int, chunks: int) -> dict[s
         out.update({"chunking_overhead": one["compute_s"] / single["compute_s"],
                     "sharing_slowdown": pair["compute_s"] / single["compute_s"],
                     "pipeline_compute_over_single_pair_per_stage": pipe["compute_s"] / (pair["compute_s"] / stages)})
+    if "pipeline_one_worker_pair" in runs:
+        one, pair = runs["pipeline_one_worker"], runs["pipeline_one_worker_pair"]
+        out.update({"chunked_sharing_slowdown": pair["compute_s"] / one["compute_s"],
+                    "pipeline_compute_over_one_worker_pair_per_stage": pipe["compute_s"] / (pair["compute_s"] / stages)})
     return out
 
 
 #: The modes of a case in the order of even rounds (odd rounds: reversed).
 MODES = ("single", "pipeline", "graph")
-#: With ``--decompose``, also in each round: two single runs at once (``single_pair``)
-#: and the pipeline's chunks on one worker (``pipeline_one_worker``: S = 1, C chunks).
-DECOMPOSE_MODES = ("single_pair", "pipeline_one_worker")
+#: With ``--decompose``, also in each round: two single runs at once (``single_pair``),
+#: the pipeline's chunks on one worker (``pipeline_one_worker``: S = 1, C chunks) and
+#: two of those at once (``pipeline_one_worker_pair``).
+DECOMPOSE_MODES = ("single_pair", "pipeline_one_worker", "pipeline_one_worker_pair")
+#: The modes that are two runs of another started together, and that other.
+PAIRS = {"single_pair": "single", "pipeline_one_worker_pair": "pipeline_one_worker"}
 
 
 def summarize_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Each ratio's median over the rounds (element by element for per-rank lists),
     and its range: ``{name: value, name + "_range": [lo, hi]}``; constants (targets,
-    the schedule's share) as they are (computed)."""
+    the schedule's share) as they are (computed). A ratio that only some rounds have (a
+    mode added to ``--decompose`` while a record was resumed) is over those rounds,
+    and ``name + "_rounds"`` says how many."""
     computed = [r["computed"] for r in rounds]
     out: dict[str, Any] = {}
-    for name, first in computed[0].items():
-        values = [c[name] for c in computed]
+    names = list(dict.fromkeys(name for c in computed for name in c))
+    for name in names:
+        values = [c[name] for c in computed if name in c]
+        first = values[0]
+        if len(values) < len(computed):
+            out[name + "_rounds"] = len(values)
         if first is None or name.startswith("target") or name == "schedule_bubble_share":
             out[name] = first
         elif isinstance(first, list):
@@ -256,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="continue the run whose JSON is at --out (same flags): the rounds it has are kept")
     ap.add_argument("--decompose", action="store_true",
-                    help="also run, in each round, two single runs at once and the pipeline on one worker, and "
-                         "split the compute ratio into the chunks' own work and the two processes' sharing")
+                    help="also run, in each round, two single runs at once, the pipeline on one worker and two "
+                         "of those at once, and split the compute ratio into the chunks' own work, the two "
+                         "processes' sharing of it and what the stages add")
     args = ap.parse_args(argv)
     error = run_arguments_error(args) or (f"--rounds: expected N >= 1, found {args.rounds}"
                                           if args.rounds < 1 else None)
@@ -307,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
                     args,
                     "per epoch (means after the record's warm-up epochs): single mode with one thread, pipeline "
                     "(S workers, one thread each) and graph mode (S workers), one after the other in each round "
-                    "(--decompose: also two single runs at once, single_pair, and the pipeline's C chunks on one "
-                    "worker, pipeline_one_worker); "
+                    "(--decompose: also two single runs at once, single_pair, the pipeline's C chunks on one "
+                    "worker, pipeline_one_worker, and two of those at once, pipeline_one_worker_pair); "
                     "the pipeline's compute is its slowest rank's time split (measured); ratios within a round, "
                     "and their medians over the rounds (computed)", load_before, cases=cases)
     return 0

@@ -103,13 +103,15 @@ def test_rounds_below_one_are_refused_before_any_run(tmp_path, capsys):
     assert not out.exists() and "--rounds: expected N >= 1, found 0" in capsys.readouterr().err
 
 
-def test_decompose_runs_the_twin_singles_and_the_one_worker_pipeline_in_every_round(tmp_path, monkeypatch):
+def test_decompose_runs_the_twin_singles_and_the_one_worker_pipelines_in_every_round(tmp_path, monkeypatch):
     out = tmp_path / "split.json"
     calls = _fake_runs(monkeypatch, {"single": [2.0, 4.0], "pipeline": [1.0, 2.0], "graph": [1.0, 2.0],
-                                     "single_pair": [2.6, 5.2], "pipeline_one_worker": [3.0, 6.0]})
+                                     "single_pair": [2.6, 5.2], "pipeline_one_worker": [3.0, 6.0],
+                                     "pipeline_one_worker_pair": [4.5, 9.0]})
     assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "2", "--decompose"]) == 0
     assert [m for _, m in calls] == ["single", "pipeline", "graph", "single_pair", "pipeline_one_worker",
-                                     "pipeline_one_worker", "single_pair", "graph", "pipeline", "single"]
+                                     "pipeline_one_worker_pair", "pipeline_one_worker_pair", "pipeline_one_worker",
+                                     "single_pair", "graph", "pipeline", "single"]
     case = json.loads(out.read_text())["cases"][0]
     for r in case["rounds"]:
         c = r["computed"]
@@ -119,10 +121,38 @@ def test_decompose_runs_the_twin_singles_and_the_one_worker_pipeline_in_every_ro
         # the pipeline's 0.8 over the twins' 2.6 / 2
         assert c["pipeline_compute_over_single_pair_per_stage"] == pytest.approx(0.8 / 1.3)
         assert c["graph_compute_over_single_1thread_per_worker"] == pytest.approx(0.8)
+        # the twin one-worker pipelines' 0.8 * 4.5 over one alone's 0.8 * 3; the pipeline's
+        # 0.8 over their 3.6 / 2; the three factors make up the compute ratio 0.8
+        assert c["chunked_sharing_slowdown"] == pytest.approx(1.5)
+        assert c["pipeline_compute_over_one_worker_pair_per_stage"] == pytest.approx(0.8 / 1.8)
+        assert (c["chunking_overhead"] * c["chunked_sharing_slowdown"]
+                * c["pipeline_compute_over_one_worker_pair_per_stage"]
+                == pytest.approx(c["pipeline_compute_over_single_1thread_per_stage"]))
     assert case["computed"]["chunking_overhead_range"] == [pytest.approx(1.2)] * 2
+    assert "chunked_sharing_slowdown_rounds" not in case["computed"]
 
 
-def test_decompose_starts_two_real_single_runs_together_and_one_worker_pipeline(tmp_path):
+def test_a_decomposed_record_from_before_the_chunked_pair_resumes_with_it_in_the_new_rounds(tmp_path,
+                                                                                            monkeypatch):
+    out = tmp_path / "split.json"
+    times = {m: [1.0, 1.0] for m in ("single", "pipeline", "graph", "single_pair", "pipeline_one_worker")}
+    calls = _fake_runs(monkeypatch, {**times, "pipeline_one_worker_pair": [3.0, 2.0]})
+    assert main(["--out", str(out), "--cases", "a:gcn", "--decompose"]) == 0
+    record = json.loads(out.read_text())
+    r0 = record["cases"][0]["rounds"][0]  # as written when --decompose ran two modes
+    del r0["runs"]["pipeline_one_worker_pair"]
+    for name in ("chunked_sharing_slowdown", "pipeline_compute_over_one_worker_pair_per_stage"):
+        del r0["computed"][name]
+    out.write_text(json.dumps(record))
+    assert main(["--out", str(out), "--cases", "a:gcn", "--rounds", "2", "--resume", "--decompose"]) == 0
+    assert [m for _, m in calls].count("pipeline_one_worker_pair") == 2  # round 1's run, then round 2's
+    computed = json.loads(out.read_text())["cases"][0]["computed"]
+    assert computed["rounds"] == 2 and computed["chunked_sharing_slowdown_rounds"] == 1
+    assert computed["chunked_sharing_slowdown"] == pytest.approx(2.0)  # round 2's alone
+    assert "chunking_overhead_rounds" not in computed and computed["chunking_overhead_range"] == [0.8, 0.8]
+
+
+def test_decompose_starts_two_real_single_runs_together_and_one_worker_pipelines(tmp_path):
     out = tmp_path / "split.json"
     rc = main(["--out", str(out), "--cases", "synthetic:gcn", "--data-option", "num_nodes=240",
                "--epochs", "3", "--skip-epochs", "1", "--layers", "2", "--hidden", "4", "--chunks", "2",
@@ -134,6 +164,10 @@ def test_decompose_starts_two_real_single_runs_together_and_one_worker_pipeline(
     assert pair["compute_s"] == pytest.approx((pair["pair"][0]["compute_s"] + pair["pair"][1]["compute_s"]) / 2)
     one = runs["pipeline_one_worker"]["command"]
     assert "--mode pipeline" in one and "--workers 1" in one and "--chunks 2" in one
+    twins = runs["pipeline_one_worker_pair"]
+    assert len(twins["pair"]) == 2 and all(f["command"].split(" --json-out ")[0] == one.split(" --json-out ")[0]
+                                           for f in twins["pair"])
+    assert twins["compute_s"] == pytest.approx((twins["pair"][0]["compute_s"] + twins["pair"][1]["compute_s"]) / 2)
     assert "--workers 2" in runs["pipeline"]["command"]
 
 
