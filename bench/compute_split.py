@@ -70,9 +70,9 @@ RUN_TIMEOUT_S = 3600
 def _trainer_argv(dataset: str, model: str, mode: str, args: argparse.Namespace, out: Path,
                   extra: tuple[str, ...] = ()) -> list[str]:
     """The trainer's command line of one run of ``mode`` (one of :data:`MODES` or
-    :data:`DECOMPOSE_MODES`; a pair, :data:`PAIRS`, is two runs of its single mode)."""
+    :data:`DECOMPOSE_MODES`; a pair, :data:`PAIRS`, is two runs of the mode it pairs)."""
     mode = PAIRS.get(mode, mode)
-    trainer_mode = {"pipeline_one_worker": "pipeline"}.get(mode, mode)
+    trainer_mode = "pipeline" if mode == "pipeline_one_worker" else mode
     argv = [sys.executable, "-m", "gnnpipe.train", "--dataset", dataset, "--data-root", args.data_root,
             "--model", model, "--layers", str(args.layers), "--hidden", str(args.hidden),
             "--input-proj", "--classifier", "--dropout", "0.5", "--lr", "0.001",
