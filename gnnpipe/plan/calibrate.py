@@ -59,6 +59,19 @@ LARGE_ROWS = 200000
 LARGE_MIN_FACTOR = 2.0
 #: Timed repeats of each kernel and layer at the second size (:func:`_large_point`).
 LARGE_REPEATS = 3
+#: Layers in the stack the second measurement times besides one alone (its ``stack``
+#: ratio). Past the cache a layer run among others, as a model runs it, costs more
+#: than one alone: on CPU each of its outputs and saved values over glibc's 32 MiB
+#: mmap threshold is a fresh mapping, faulted in on first touch, and a stack keeps them
+#: all while it runs (ad hoc, a GCN layer's forward + backward over a 200,000-vertex
+#: synthetic graph at one thread, 2026-12-07: 0.88 / 0.77 / 1.05 / 1.05 / 1.27 s a layer
+#: in stacks of 1 / 2 / 4 / 8 / 16 layers; 0.85 / 0.73 / 0.78 / 0.73 s at 1 / 2 / 4 / 8
+#: where the heap keeps freed pages, ``train.host_heap_mib``; over 20,000 vertices
+#: 0.048-0.053 s at 1 to 8). Priced by one layer alone, the plan had single and graph
+#: mode, whose layers run over all rows, at 0.50-0.74 of their measured epochs on the
+#: 200k systems graph (``bench/results/plan_check_200k_at_17a9b66.json``,
+#: ``..._huge_pages.json``).
+LARGE_STACK = 4
 _RATE_KEYS = {"matmul": "matmul_s_per_flop", "aggregate": "aggregate_s_per_edge_row", "gather": "gather_s_per_byte",
               "dropout": "dropout_s_per_value", "mask_apply": "mask_apply_s_per_value"}
 
@@ -209,14 +222,21 @@ def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev:
     """The second measurement, on ``graph`` (the run's own, in its own order) where one
     is given, else on a synthetic graph of ``large_n`` vertices: each size-dependent
     rate there over ``small``'s (the first measurement's), as
-    :attr:`HardwareProfile.large_rate_ratio` (``single_speedup``: the first kind's
-    layer with all cores against one thread, over ``small_speedup``). The fastest of
-    :data:`LARGE_REPEATS` after a warm-up, and one layer per kind, not a stack (a GCN
-    layer's forward + backward over 200,000 rows takes about a second here); the
-    speedup's two timings alternate, so that a slow spell of the machine lands on both,
-    and it is their ratio alone (not the kernels' one-thread timing, taken earlier):
-    timed one after the other, the fastest of 2 each, the 200k graph's ratio was 1.08
-    in one calibration and 0.57 in the next (``plan_check_200k_rounds_single_pipeline.json``)."""
+    :attr:`HardwareProfile.large_rate_ratio`, and two ratios of the first kind's layer:
+    ``stack``, the layer in a stack of :data:`LARGE_STACK` (per layer) against one
+    alone, both at one worker's threads (the fresh memory a model's layers make, see
+    there; the small graph's layers are timed in stacks already), and
+    ``single_speedup``, the stack at one thread against all cores, over
+    ``small_speedup`` (the stack's: two threads share its faults less well than the
+    kernels, ad hoc on the 200,000-vertex graph 1.7-1.8x on one layer, 1.3-1.6x on a
+    stack of 8). The kernels and the layer alone are timed once per kind, not in a
+    stack (a GCN layer's forward + backward over 200,000 rows takes about a second
+    here), the fastest of :data:`LARGE_REPEATS` after a warm-up. The three layer
+    timings alternate, so that a slow spell of the machine lands on all, and each
+    ratio is of those timings alone (not of the kernels' one-thread timing, taken
+    earlier): timed one after the other, the fastest of 2 each, the 200k graph's
+    speedup ratio was 1.08 in one calibration and 0.57 in the next
+    (``plan_check_200k_rounds_single_pipeline.json``)."""
     from gnnpipe.kernels import ChunkOps
     from gnnpipe.partition import whole_graph_plan
 
@@ -227,9 +247,12 @@ def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev:
     ratio = {key: rates[name] / small[name] for key, name in _RATE_KEYS.items() if small[name] > 0}
     ratio["row"] = statistics.median(rates["rows"][k] / small["rows"][k] for k in kinds)
     step = _layer_step(kinds[0], h, ops, ops.plan.num_own, dev, stack_depth=1)[0]
-    one_s, all_s = alternating_min_s([(lambda: torch.set_num_threads(threads), step),
-                                      (lambda: torch.set_num_threads(cores), step)], LARGE_REPEATS)
-    ratio["single_speedup"] = one_s / all_s / small_speedup
+    stack = _layer_step(kinds[0], h, ops, ops.plan.num_own, dev, stack_depth=LARGE_STACK)[0]
+    one_s, stack_s, stack_all_s = alternating_min_s([(lambda: torch.set_num_threads(threads), step),
+                                                     (lambda: torch.set_num_threads(threads), stack),
+                                                     (lambda: torch.set_num_threads(cores), stack)], LARGE_REPEATS)
+    ratio["single_speedup"] = stack_s / stack_all_s / small_speedup
+    ratio["stack"] = stack_s / LARGE_STACK / one_s
     torch.set_num_threads(threads)
     return {"large_rows": ops.plan.num_own, "large_rate_ratio": ratio}
 

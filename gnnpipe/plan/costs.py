@@ -21,7 +21,10 @@ does and a :class:`~gnnpipe.plan.inputs.HardwareProfile`:
   transposed one taken as equal);
 * each rate at the size of the kernel that pays it (``HardwareProfile.size_factor``:
   measured on a second, larger graph where the graph to plan for is large; past the
-  cache a kernel's rows stream from memory);
+  cache a kernel's rows stream from memory), and a layer's whole cost by the
+  ``stack`` ratio at the rows it computes (a layer run among others against one
+  alone, at the second size: past the cache its outputs are fresh memory;
+  :data:`gnnpipe.plan.calibrate.LARGE_STACK`);
 * ``single``: encode + L layers + classifier + Adam step, over all rows, at all cores
   (``single_speedup``, also at the graph's size);
 * the chunked modes' compute is scaled by ``contention`` (the measured slow-down of
@@ -182,7 +185,10 @@ def _layer_s(p: HardwareProfile, m: ModelShape, l: int, own: float, edges: float
                              else p.dropout_s_per_value * p.size_factor("dropout", own))
     if chunked:
         t += local * d_in * _E * p.gather_s_per_byte * p.size_factor("gather", own)
-    return t
+    # A layer among a model's others, at the rows it computes: past the cache its
+    # outputs and saved values are fresh memory that one layer timed alone reuses
+    # (gnnpipe.plan.calibrate.LARGE_STACK).
+    return t * p.size_factor("stack", own)
 
 
 def _stale_edges(m: ModelShape, l: int, cut: Any, part: int, chunks_per_way: int, ways: int) -> float:

@@ -45,7 +45,7 @@ def test_a_large_graph_is_measured_again_at_its_size_and_a_small_one_is_not(monk
     big = cal.calibrate(hidden=16, num_features=8, mean_degree=4.0, num_nodes=5000, link=link, kinds=("gcn",))
     assert (big.rate_rows, big.large_rows) == (2000, 5000)
     assert set(big.large_rate_ratio) == {"matmul", "aggregate", "gather", "dropout", "mask_apply", "row",
-                                         "single_speedup"}
+                                         "single_speedup", "stack"}
     assert all(v > 0 for v in big.large_rate_ratio.values())
     assert "rates at 2,000 and 5,000 rows" in big.source  # what the plan's header prints
     assert big.exchange_bytes_per_s == 0.0 and big.exchange_rate() == 1e9  # a given link: its rate both ways
@@ -77,10 +77,12 @@ def test_given_the_runs_graph_the_second_measurement_times_its_kernels_on_it(mon
     assert prof.source.endswith(f"host huge pages {'on' if huge_pages_state()['effective'] else 'off'})")
 
 
-def test_the_second_sizes_speedup_is_the_ratio_of_its_own_alternated_timings(monkeypatch):
-    """The speedup at the second size is the one-thread layer over the all-core layer of
-    the same alternation, over the first size's speedup: not mixed with the kernels'
-    one-thread timing of that layer, taken minutes apart."""
+def test_the_second_sizes_stack_and_speedup_are_ratios_of_its_own_alternated_layer_timings(monkeypatch):
+    """At the second size one layer alone at one worker's threads, a stack of
+    LARGE_STACK layers at those threads and the stack at all cores are timed in one
+    alternation: ``stack`` is the stack per layer over the layer alone, and the speedup
+    the stack at one thread over all cores, over the first size's speedup (not mixed
+    with the kernels' one-thread timing of that layer, taken minutes apart)."""
     import importlib
 
     import torch
@@ -88,7 +90,25 @@ def test_the_second_sizes_speedup_is_the_ratio_of_its_own_alternated_timings(mon
     cal = importlib.import_module("gnnpipe.plan.calibrate")
     rates = {name: 1.0 for name in cal._RATE_KEYS.values()} | {"rows": {"gcn": 1.0}}
     monkeypatch.setattr(cal, "_kernel_rates", lambda *a, **k: (rates, {"gcn": 0.5}, {}))
-    monkeypatch.setattr(cal, "_layer_step", lambda *a, **k: (lambda: None, None))
-    monkeypatch.setattr(cal, "alternating_min_s", lambda calls, repeats: (3.0, 2.0))
-    out = cal._large_point(5000, 4.0, 16, ("gcn",), torch.device("cpu"), 1, 2, rates, 1.25)
-    assert out["large_rate_ratio"]["single_speedup"] == pytest.approx(3.0 / 2.0 / 1.25)
+    depths = []
+    monkeypatch.setattr(cal, "_layer_step", lambda *a, stack_depth, **k: (depths.append(stack_depth) or (lambda: None),
+                                                                          None))
+    threads_seen = []
+
+    def alternation(calls, repeats):
+        assert repeats == cal.LARGE_REPEATS
+        for prepare, _fn in calls:
+            prepare()
+            threads_seen.append(torch.get_num_threads())
+        return [1.0, 4.0 * cal.LARGE_STACK * 1.5, 4.0 * cal.LARGE_STACK]  # alone, stack, stack at all cores
+
+    monkeypatch.setattr(cal, "alternating_min_s", alternation)
+    before = torch.get_num_threads()
+    try:
+        out = cal._large_point(5000, 4.0, 16, ("gcn",), torch.device("cpu"), 1, 2, rates, 1.25)
+    finally:
+        torch.set_num_threads(before)
+    assert sorted(depths) == [1, cal.LARGE_STACK]
+    assert threads_seen == [1, 1, 2]
+    assert out["large_rate_ratio"]["stack"] == pytest.approx(6.0 / 1.0)
+    assert out["large_rate_ratio"]["single_speedup"] == pytest.approx(1.5 / 1.25)

@@ -2,7 +2,8 @@
 larger graph applies to kernels of that many rows, log-linearly between the two
 measurements, and a profile without one scales nothing; a halo exchange is priced at
 the rate of both sides sending at once; a stage's backward leaves out the transposed
-entries of the halo rows it reads stale, where the layer aggregates its input rows."""
+entries of the halo rows it reads stale, where the layer aggregates its input rows; a
+layer run among a model's others costs the measured ``stack`` ratio at its size."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import gnnpipe
 from gnnpipe.config import ModelConfig
 from gnnpipe.plan import ModelShape, graph_stats
 from gnnpipe.plan.cli import profile_from_figures
-from gnnpipe.plan.costs import layer_costs, predict_time
+from gnnpipe.plan.costs import _layer_s, layer_costs, predict_time
 from gnnpipe.plan.inputs import estimate_cut, stats_only
 
 KEYS = ("matmul", "aggregate", "gather", "dropout", "mask_apply", "row", "single_speedup")
@@ -62,6 +63,28 @@ def test_kernels_on_more_rows_than_measured_cost_their_large_rate(stats):
     p_base = predict_time(flat, shape, stats, mode="pipeline", **pipe).compute_s
     p_big = predict_time(doubled, shape, stats, mode="pipeline", **pipe).compute_s
     assert p_base < p_big < big / base * p_base
+
+
+def test_a_layer_among_others_costs_the_stack_ratio_at_the_rows_it_computes(stats):
+    """The ``stack`` ratio multiplies each layer's whole cost (not the encode, the
+    classifier or the step) at the rows the layer computes: single mode's layers over
+    all N pay it in full, a 2-chunk pipeline's chunks (about N / 2 rows) less, and a
+    profile measured at N itself leaves layers of fewer rows than its first size alone."""
+    shape = _shape(stats)
+    n = stats.num_nodes
+    flat = _profile(rate_rows=100, large_rows=n, large_rate_ratio={"stack": 1.0})
+    stacked = _profile(rate_rows=100, large_rows=n, large_rate_ratio={"stack": 2.0})
+    args = dict(workers=1, ways=1, stages=1, chunks=1, split=(4,))
+    layers = sum(_layer_s(flat, shape, l, n, stats.num_edges, n, False) for l in range(1, 5))
+    base = predict_time(flat, shape, stats, mode="single", **args).epoch_s
+    big = predict_time(stacked, shape, stats, mode="single", **args).epoch_s
+    assert big - base == pytest.approx(layers)  # each layer once more, nothing else
+    pipe = dict(workers=2, ways=1, stages=2, chunks=2, split=(2, 2))
+    p_base = predict_time(flat, shape, stats, mode="pipeline", **pipe).compute_s
+    p_big = predict_time(stacked, shape, stats, mode="pipeline", **pipe).compute_s
+    assert p_base < p_big < 2.0 * p_base
+    small = _profile(rate_rows=n, large_rows=10 * n, large_rate_ratio={"stack": 2.0})
+    assert predict_time(small, shape, stats, mode="pipeline", **pipe).compute_s == pytest.approx(p_base)
 
 
 def test_graph_mode_exchanges_at_the_two_sided_rate(stats):
