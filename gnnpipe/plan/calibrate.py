@@ -1,7 +1,8 @@
 """A short measurement of this machine: the :class:`HardwareProfile` of one worker.
 
-A few seconds in all (a few more for a graph above 40,000 vertices, measured again
-at its size: :func:`calibrate`): a dense matmul, one aggregation of a chunk through
+A few seconds in all (up to a minute more for a graph above 40,000 vertices,
+measured again at its size: :func:`calibrate`; 58-65 s in all for the 200,000-vertex
+systems graph here): a dense matmul, one aggregation of a chunk through
 :class:`gnnpipe.kernels.ChunkOps`, a row gather, one real layer of each model kind
 (whose time beyond its matmul and aggregation is the layer's per-row elementwise
 cost), the input projection (dense, and CSR when the features are sparse), a tiny
