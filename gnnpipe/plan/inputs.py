@@ -251,8 +251,9 @@ class HardwareProfile:
     ``rate_rows``: the rows of the graph the rates were measured on; ``large_rows``
     and ``large_rate_ratio``: a second measurement on a larger graph, each
     size-dependent rate there over its value here (keys ``matmul``, ``aggregate``,
-    ``gather``, ``dropout``, ``mask_apply``, ``row``, ``single_speedup``;
-    :meth:`size_factor`).
+    ``gather``, ``dropout``, ``mask_apply``, ``row``, ``single_speedup``, and
+    ``stack``: a layer run among others per layer over one alone, 1 at the first
+    size, where the layers are timed in stacks already; :meth:`size_factor`).
     """
 
     device: str
