@@ -1,7 +1,7 @@
 """A short measurement of this machine: the :class:`HardwareProfile` of one worker.
 
 A few seconds in all (up to a minute more for a graph above 40,000 vertices,
-measured again at its size: :func:`calibrate`; 58-65 s in all for the 200,000-vertex
+measured again at its size: :func:`calibrate`; 58-79 s in all for the 200,000-vertex
 systems graph here): a dense matmul, one aggregation of a chunk through
 :class:`gnnpipe.kernels.ChunkOps`, a row gather, one real layer of each model kind
 (whose time beyond its matmul and aggregation is the layer's per-row elementwise
