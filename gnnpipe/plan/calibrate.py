@@ -65,8 +65,8 @@ LARGE_REPEATS = 3
 #: than one alone: on CPU each of its outputs and saved values over glibc's 32 MiB
 #: mmap threshold is a fresh mapping, faulted in on first touch, and a stack keeps them
 #: all while it runs (ad hoc, a GCN layer's forward + backward over a 200,000-vertex
-#: synthetic graph at one thread, 2026-12-07: 0.88 / 0.77 / 1.05 / 1.05 / 1.27 s a layer
-#: in stacks of 1 / 2 / 4 / 8 / 16 layers; 0.85 / 0.73 / 0.78 / 0.73 s at 1 / 2 / 4 / 8
+#: synthetic graph at one thread, 2026-12-07, fastest of 2, the stack of 16 timed once:
+#: 0.88 / 0.77 / 1.05 / 1.05 / 1.27 s a layer in stacks of 1 / 2 / 4 / 8 / 16 layers; 0.85 / 0.73 / 0.78 / 0.73 s at 1 / 2 / 4 / 8
 #: where the heap keeps freed pages, ``train.host_heap_mib``; over 20,000 vertices
 #: 0.048-0.053 s at 1 to 8). Priced by one layer alone, the plan had single and graph
 #: mode, whose layers run over all rows, at 0.50-0.74 of their measured epochs on the
@@ -229,7 +229,7 @@ def _large_point(large_n: int, degree: float, h: int, kinds: Sequence[str], dev:
     there; the small graph's layers are timed in stacks already), and
     ``single_speedup``, the stack at one thread against all cores, over
     ``small_speedup`` (the stack's: two threads share its faults less well than the
-    kernels, ad hoc on the 200,000-vertex graph 1.7-1.8x on one layer, 1.3-1.6x on a
+    kernels, ad hoc on the 200,000-vertex graph 1.7-1.8x on one layer, 1.3-1.7x on a
     stack of 8). The kernels and the layer alone are timed once per kind, not in a
     stack (a GCN layer's forward + backward over 200,000 rows takes about a second
     here), the fastest of :data:`LARGE_REPEATS` after a warm-up. The three layer
