@@ -42,6 +42,18 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def restore_logging():
+    """gnnpipe.cli.main() and setup_logging() configure the gnnpipe logger; a test that
+    calls them in this process undoes that for the rest of the session."""
+    import logging
+
+    logger = logging.getLogger("gnnpipe")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+@pytest.fixture
 def one_thread():
     """One intra-op thread for the duration of a test, restored afterwards.
 

@@ -36,21 +36,6 @@ def test_skip_epochs_out_of_range_is_refused_before_any_run(tmp_path, capsys):
     assert "--skip-epochs: expected 0 <= N < --epochs (2), found 2" in capsys.readouterr().err
 
 
-def test_data_options_reach_every_run_and_skip_epochs_sets_the_timed_epochs(tmp_path):
-    out = tmp_path / "split.json"
-    rc = main(["--out", str(out), "--cases", "synthetic:gcn", "--data-option", "num_nodes=240",
-               "--data-option", "seed=3", "--epochs", "3", "--skip-epochs", "1", "--layers", "2",
-               "--hidden", "4", "--chunks", "2"])
-    assert rc == 0
-    case = json.loads(out.read_text())["cases"][0]
-    assert [r["round"] for r in case["rounds"]] == [0]
-    for mode in ("single", "pipeline", "graph"):
-        run = case["rounds"][0]["runs"][mode]
-        assert "--data-option num_nodes=240 --data-option seed=3" in run["command"]
-        assert run["epochs_timed"] == 2
-    assert case["computed"]["schedule_bubble_share"] == 1 / 3
-
-
 def _fake_runs(monkeypatch, epochs: dict[str, list[float]]):
     """run_once replaced by figures per mode, one per call in turn; returns the calls."""
     calls = []
@@ -154,12 +139,23 @@ def test_a_decomposed_record_from_before_the_chunked_pair_resumes_with_it_in_the
 
 
 def test_decompose_starts_two_real_single_runs_together_and_one_worker_pipelines(tmp_path):
+    """Real runs (one round, 8 processes' worth); the data options and --skip-epochs reach
+    every one of them, the pairs' members included."""
     out = tmp_path / "split.json"
     rc = main(["--out", str(out), "--cases", "synthetic:gcn", "--data-option", "num_nodes=240",
-               "--epochs", "3", "--skip-epochs", "1", "--layers", "2", "--hidden", "4", "--chunks", "2",
-               "--decompose"])
+               "--data-option", "seed=3", "--epochs", "3", "--skip-epochs", "1", "--layers", "2", "--hidden", "4",
+               "--chunks", "2", "--decompose"])
     assert rc == 0
-    runs = json.loads(out.read_text())["cases"][0]["rounds"][0]["runs"]
+    case = json.loads(out.read_text())["cases"][0]
+    assert [r["round"] for r in case["rounds"]] == [0]
+    assert case["computed"]["schedule_bubble_share"] == 1 / 3
+    runs = case["rounds"][0]["runs"]
+    every = [runs[m] for m in ("single", "pipeline", "graph", "pipeline_one_worker")]
+    every += [f for m in ("single_pair", "pipeline_one_worker_pair") for f in runs[m]["pair"]]
+    assert len(every) == 8
+    for run in every:
+        assert "--data-option num_nodes=240 --data-option seed=3" in run["command"], run["command"]
+        assert run["epochs_timed"] == 2
     pair = runs["single_pair"]
     assert len(pair["pair"]) == 2 and all("--mode single" in f["command"] for f in pair["pair"])
     assert pair["compute_s"] == pytest.approx((pair["pair"][0]["compute_s"] + pair["pair"][1]["compute_s"]) / 2)

@@ -1,6 +1,7 @@
 """The ``smoke`` suite end to end, as a user runs it: ``python -m bench run smoke``
 into a fresh folder, then ``python -m bench report smoke``. Every run must leave a
-valid trainer record, the report a row per mode and valid PNGs."""
+valid trainer record, the report a row per mode and valid PNGs, the plot against
+layers among them."""
 
 from __future__ import annotations
 
@@ -46,6 +47,6 @@ def test_smoke_suite_runs_and_reports(tmp_path, bench_env):
     for mode in MODES:
         assert any(f"| gcnii | {mode} |" in ln for ln in rows), mode
     pngs = sorted(folder.glob("*.png"))
-    assert pngs
+    assert folder / "layers_synthetic_gcnii.png" in pngs
     for png in pngs:
         assert png.read_bytes()[:8] == PNG_SIGNATURE and png.stat().st_size > 1000

@@ -50,18 +50,38 @@ BAD_CLI = [
 ]
 
 
-@pytest.mark.parametrize("args,needle", BAD_CLI, ids=[" ".join(a) for a, _ in BAD_CLI])
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
+def _bad_input_folder(tmp_path: Path) -> Path:
     (tmp_path / "run.toml").write_text("[model]\nlayer = 3\n")
     (tmp_path / "latin1.toml").write_bytes("[train]\nepochs = 3  # \u00e9t\u00e9\n".encode("latin-1"))
-    out = tmp_path / "rec.json"
+    return tmp_path / "rec.json"
+
+
+def _assert_one_error_line(stderr: str, needle: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ") and needle in lines[0]
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("args,needle", BAD_CLI, ids=[" ".join(a) for a, _ in BAD_CLI])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, restore_logging,
+                                                             args, needle):
+    """main() in this process (what the entry runs before sys.exit): the code, the line, no file."""
+    out = _bad_input_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main([*TINY, "--json-out", str(out), *args]) == 2
+    _assert_one_error_line(capsys.readouterr().err, needle)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latin1.toml", "run.toml"]
+
+
+@pytest.mark.parametrize("args,needle", [BAD_CLI[0], BAD_CLI[10]], ids=["model", "flag"])
+def test_bad_input_through_the_process_entry_exits_2(tmp_path, args, needle):
+    """The same through ``python -m gnnpipe.train``: the process's exit code is main()'s."""
+    out = _bad_input_folder(tmp_path)
     proc = _run([*TINY, "--json-out", str(out), *args], tmp_path)
     assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("error: ") and needle in lines[0]
-    assert "Traceback" not in proc.stderr
-    assert not out.exists()
+    _assert_one_error_line(proc.stderr, needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latin1.toml", "run.toml"]
 
 
@@ -123,17 +143,6 @@ def test_no_arguments_is_the_default_config():
 def test_parse_errors_are_config_errors(argv, needle):
     with pytest.raises(ConfigError, match=needle):
         parse_config(argv)
-
-
-@pytest.fixture
-def restore_logging():
-    """main() configures the gnnpipe logger; undo that for the rest of the session."""
-    import logging
-
-    logger = logging.getLogger("gnnpipe")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
 
 
 def test_single_mode_under_torchrun_is_refused(monkeypatch, capsys, restore_logging):

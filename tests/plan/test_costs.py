@@ -7,6 +7,7 @@ layer run among a model's others costs the measured ``stack`` ratio at its size.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -82,7 +83,13 @@ def test_a_layer_among_others_costs_the_stack_ratio_at_the_rows_it_computes(stat
     pipe = dict(workers=2, ways=1, stages=2, chunks=2, split=(2, 2))
     p_base = predict_time(flat, shape, stats, mode="pipeline", **pipe).compute_s
     p_big = predict_time(stacked, shape, stats, mode="pipeline", **pipe).compute_s
-    assert p_base < p_big < 2.0 * p_base
+    # A chunk of about N / 2 rows pays the factor interpolated at its rows, not the full ratio.
+    half = stacked.size_factor("stack", n / 2)
+    assert half == pytest.approx(1.0 + math.log(n / 2 / 100) / math.log(n / 100))
+    for l in range(1, 5):
+        assert _layer_s(stacked, shape, l, n / 2, stats.num_edges / 2, n, True) == pytest.approx(
+            half * _layer_s(flat, shape, l, n / 2, stats.num_edges / 2, n, True))
+    assert p_base < p_big < stacked.size_factor("stack", 0.6 * n) * p_base
     small = _profile(rate_rows=n, large_rows=10 * n, large_rate_ratio={"stack": 2.0})
     assert predict_time(small, shape, stats, mode="pipeline", **pipe).compute_s == pytest.approx(p_base)
 

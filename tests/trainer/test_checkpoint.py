@@ -37,6 +37,17 @@ def _train(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=300)
 
 
+def _refused_here(args: list[str], cwd: Path, monkeypatch, capsys) -> tuple[int, str]:
+    """gnnpipe.cli.main in this process, for a run refused before any worker starts
+    (what ``python -m gnnpipe.train`` runs before exiting with its code): (code, stderr)."""
+    from gnnpipe.cli import main
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("GNNPIPE_CACHE_DIR", str(cwd / "cache"))  # _train's cache
+    code = main(args)
+    return code, capsys.readouterr().err
+
+
 def _untimed(record: dict) -> dict:
     out = {k: v for k, v in record.items() if k not in ("wall_time_s", "machine", "peak_memory_bytes")}
     out["epochs"] = [{k: v for k, v in e.items() if k not in TIMINGS} for e in record["epochs"]]
@@ -158,26 +169,27 @@ REFUSED = {  # another run than the checkpoint's -> the line that says what diff
 }
 
 
-def test_resume_refuses_a_checkpoint_of_another_model_dataset_partition_layout_or_world_size(tmp_path: Path) -> None:
+def test_resume_refuses_a_checkpoint_of_another_model_dataset_partition_layout_or_world_size(
+        tmp_path: Path, monkeypatch, capsys, restore_logging) -> None:
     args = BASE[:-2] + MODES["pipeline"] + ["--epochs", "2", "--checkpoint-dir", "P"]
     assert _train(args, tmp_path).returncode == 0
     for what, (extra, needle) in REFUSED.items():
-        res = _train([*args, "--resume", *extra], tmp_path)
-        lines = res.stderr.strip().splitlines()
-        assert res.returncode == 2 and len(lines) == 1, (what, res.stderr)
+        code, err = _refused_here([*args, "--resume", *extra], tmp_path, monkeypatch, capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, (what, err)
         assert lines[0].startswith("error: checkpoint 'P/epoch-000002': ") and needle in lines[0], (what, lines)
     # The same flags, but the checkpoint was written over another partition or dataset content.
     folder = tmp_path / "P" / "epoch-000002"
     saved = json.loads((folder / "manifest.json").read_text())
     _edit_manifest(folder, partition_digest="0" * 64)
-    res = _train([*args, "--resume"], tmp_path)
-    assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].endswith("(this run), found 000000000000")
-    assert "expected partition " in res.stderr
+    code, err = _refused_here([*args, "--resume"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and err.strip().splitlines()[-1].endswith("(this run), found 000000000000")
+    assert "expected partition " in err
     _edit_manifest(folder, partition_digest=saved["partition_digest"],
                    dataset={**saved["dataset"], "content_sha256": "0" * 16})
-    res = _train([*args, "--resume"], tmp_path)
-    assert res.returncode == 2
-    assert res.stderr.strip().splitlines() == [
+    code, err = _refused_here([*args, "--resume"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
         f"error: checkpoint 'P/epoch-000002': expected dataset content_sha256="
         f"{saved['dataset']['content_sha256']!r} (this run), found '{'0' * 16}'"]
     # A setting that does not change what the state means may differ: the host heap's.

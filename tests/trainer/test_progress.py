@@ -4,9 +4,6 @@ logging carries the rank."""
 from __future__ import annotations
 
 import io
-import logging
-
-import pytest
 
 from gnnpipe.logs import setup_logging
 from gnnpipe.trainer.progress import Progress
@@ -15,14 +12,6 @@ from gnnpipe.trainer.progress import Progress
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
-
-
-@pytest.fixture
-def restore_logging():
-    logger = logging.getLogger("gnnpipe")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
 
 
 def test_log_lines_every_n_epochs_and_no_bar_off_a_terminal(restore_logging):
