@@ -51,8 +51,18 @@ class HaloExchanger:
     ``global_nid``, so the halo rows owned by chunk q form one contiguous slice of this
     chunk's halo, and chunk p's send list to q is, in order, that slice of q's halo.
 
+    The layer input :meth:`local_rows` returns lives in one buffer per width and
+    dtype, kept from call to call (:attr:`buffers`), so that the halo rows are received
+    into pages the worker has touched before. A fresh ``[num_local, d]`` tensor per
+    layer was a new mapping each time (over glibc's mmap threshold on large graphs),
+    faulted in page by page while the peer's rows arrived: on the 200,000-vertex GCN-32
+    (2 workers, 71,000 halo rows) a forward exchange took 160-200 ms after both workers
+    had posted it, a backward exchange of the same bytes (received into heap-served
+    memory) 29-30 ms. A caller must not keep the result past the next call: the graph
+    runner gives a layer that saves it its own copy (:meth:`GraphRunner._forward`).
+
     Shapes: ``send_index[q]`` int64 [n_pq] (own local_nid sent to q);
-    ``recv_slice[q]`` a slice of the halo rows [num_halo].
+    ``recv_slice[q]`` a slice of the halo rows [num_halo]; a buffer [num_local, d].
     """
 
     def __init__(self, plans: Any, rank: int, comm: Any, device: torch.device) -> None:
@@ -68,6 +78,7 @@ class HaloExchanger:
             q: (send[q] - plan.row_start).to(device)
             for q in range(len(plans)) if q != rank and send[q].numel()
         }
+        self.buffers: dict[tuple[int, torch.dtype], Tensor] = {}
         counts = torch.bincount(plan.halo_chunk, minlength=len(plans)).tolist()
         self.recv_slice: dict[int, slice] = {}
         start = 0
@@ -78,17 +89,26 @@ class HaloExchanger:
 
     def local_rows(self, h_own: Tensor, kind: str) -> Tensor:
         """``cat(h_own, halo rows)``: sends the rows others read, receives this chunk's
-        halo straight into the tail of the result (no second copy).
+        halo straight into the tail of the result (no second copy). The result is the
+        kept buffer of its width (class docstring), valid until the next call.
 
         Shapes: h_own [num_own, d] -> [num_local, d]."""
         d = h_own.shape[1]
-        h_local = torch.empty(self.num_own + self.num_halo, d, dtype=h_own.dtype, device=h_own.device)
+        h_local = self.buffers.get((d, h_own.dtype))
+        if h_local is None:
+            h_local = torch.empty(self.num_own + self.num_halo, d, dtype=h_own.dtype, device=h_own.device)
+            self.buffers[(d, h_own.dtype)] = h_local
         h_local[: self.num_own] = h_own
         halo = h_local[self.num_own:]
         sends = {q: h_own.index_select(0, idx) for q, idx in self.send_index.items()}
         recvs = {q: halo[s] for q, s in self.recv_slice.items()}
         self.comm.exchange(sends, recvs, kind)
-        return h_local
+        return h_local.detach()  # a tensor of its own over the buffer: autograd's output
+
+    def holds(self, t: Tensor) -> bool:
+        """Whether ``t`` lies in one of the kept buffers."""
+        ptr = t.untyped_storage().data_ptr()
+        return any(ptr == b.untyped_storage().data_ptr() for b in self.buffers.values())
 
     def own_gradients(self, grad_local: Tensor, kind: str) -> Tensor:
         """Backward of :meth:`local_rows`: send the halo-row gradients to their owners
@@ -146,6 +166,10 @@ def halo_exchange(h_own: Tensor, exchanger: Any, layer: Any) -> tuple[Tensor, An
     Shapes: h_own [num_own, d] -> h_local [num_local, d]."""
     p = layer.in_place_dropout
     return _HaloExchange.apply(h_own, exchanger, p), (INPUT_DROPPED if p > 0 else None)
+
+
+def _unpack(t: Tensor) -> Tensor:
+    return t
 
 
 def predicted_graph_bytes(model: Any, M: int, world_size: int, element_size: int = 4) -> dict[str, int]:
@@ -210,14 +234,21 @@ class GraphRunner(ReplicaState):
         h0_local = model.encode(self.x_local)             # [num_local, H]: no exchange
         h0 = h0_local[: ops.num_own] if model.needs_h0 else None
         h_own = model.layers[0](h0_local, ops, h0)
-        for layer in model.layers[1:]:
-            keep = None
-            if training:
-                h_local, keep = halo_exchange(h_own, self.exchanger, layer)
-            else:
-                h_local = self.exchanger.local_rows(h_own, "evaluation")
-            h_own = layer(h_local, ops, h0, keep)
+        # Each layer's input is the exchanger's kept buffer, which the next layer's
+        # exchange overwrites: whatever a layer saves of it for its backward (SAGE its
+        # own rows, a layer that projects first all of them) gets a copy of its own.
+        with torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack):
+            for layer in model.layers[1:]:
+                keep = None
+                if training:
+                    h_local, keep = halo_exchange(h_own, self.exchanger, layer)
+                else:
+                    h_local = self.exchanger.local_rows(h_own, "evaluation")
+                h_own = layer(h_local, ops, h0, keep)
         return model.decode(h_own)
+
+    def _pack(self, t: Tensor) -> Tensor:
+        return t.clone() if self.exchanger.holds(t) else t
 
     # ------------------------------------------------------------------ protocol
     def prepare(self) -> dict[str, Any]:

@@ -215,3 +215,43 @@ def test_graph_modes_exchange_drops_in_place_as_the_layer_would(kind):
     layer.eval()
     assert halo_exchange(h_own, exchanger, layer)[1] is None
     assert halo_exchange(h_own, exchanger, ResGCNPlusLayer(d, d, dropout=0.5).train())[1] is None
+
+
+class _PeerComm:
+    """A stand-in for Comm between two workers whose other side is computed here: its
+    ``exchange`` fills each receive with the rows ``peer_rows`` gives for that peer."""
+
+    def __init__(self, peer_rows) -> None:
+        self.peer_rows = peer_rows
+
+    def exchange(self, sends, recvs, kind):
+        for q, buf in recvs.items():
+            buf.copy_(self.peer_rows(q, buf.shape[1]))
+
+
+def test_the_exchanger_receives_every_layer_into_one_kept_buffer_per_width():
+    """Layer after layer, the halo rows land in the same pages (a fresh tensor per layer
+    was a new mapping faulted in while the rows arrived); the result is still
+    ``cat(h_own, halo rows)``, each time a tensor of its own for autograd."""
+    from gnnpipe.engine.graph_mode import HaloExchanger
+    from gnnpipe.partition.plan import build_chunk_plans
+    from tests.models.test_layers import random_graph
+
+    graph = random_graph(n=40, feat=6)
+    plans = build_chunk_plans(graph, torch.tensor([0, 14, 40]))
+    plan = plans[0]
+    # The peer's layer outputs: rows of its own chunk, in global order; the halo of
+    # chunk 0 is the peer's rows it reads, sorted by global id.
+    peer = {d: torch.randn(plans[1].num_own, d) for d in (6, 4)}
+    halo_rows = lambda d: peer[d][plan.halo_global_nid - plans[1].row_start]  # noqa: E731
+    ex = HaloExchanger(plans, 0, _PeerComm(lambda q, d: halo_rows(d)), torch.device("cpu"))
+    outs = []
+    for d in (6, 6, 4, 6):
+        h_own = torch.randn(plan.num_own, d)
+        h_local = ex.local_rows(h_own, "halo_rows")
+        torch.testing.assert_close(h_local, torch.cat([h_own, halo_rows(d)]), rtol=0, atol=0)
+        assert ex.holds(h_local) and not ex.holds(h_own)
+        outs.append(h_local)
+    ptr = [t.untyped_storage().data_ptr() for t in outs]
+    assert ptr[0] == ptr[1] == ptr[3] != ptr[2]  # one buffer per width
+    assert len({id(t) for t in outs}) == 4 and len(ex.buffers) == 2
