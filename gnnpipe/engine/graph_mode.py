@@ -56,9 +56,9 @@ class HaloExchanger:
     into pages the worker has touched before. A fresh ``[num_local, d]`` tensor per
     layer was a new mapping each time (over glibc's mmap threshold on large graphs),
     faulted in page by page while the peer's rows arrived: on the 200,000-vertex GCN-32
-    (2 workers, 71,000 halo rows) a forward exchange took 160-200 ms after both workers
-    had posted it, a backward exchange of the same bytes (received into heap-served
-    memory) 29-30 ms. A caller must not keep the result past the next call: the graph
+    (2 workers, 71,000 halo rows) a forward exchange took 171-204 ms on average after both
+    workers had posted it, a backward exchange of the same bytes (received into
+    heap-served memory) 29-30 ms. A caller must not keep the result past the next call: the graph
     runner gives a layer that saves it its own copy (:meth:`GraphRunner._forward`).
 
     Shapes: ``send_index[q]`` int64 [n_pq] (own local_nid sent to q);

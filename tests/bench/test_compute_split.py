@@ -139,7 +139,7 @@ def test_a_decomposed_record_from_before_the_chunked_pair_resumes_with_it_in_the
 
 
 def test_decompose_starts_two_real_single_runs_together_and_one_worker_pipelines(tmp_path):
-    """Real runs (one round, 8 processes' worth); the data options and --skip-epochs reach
+    """Real runs (one round, 8 records); the data options and --skip-epochs reach
     every one of them, the pairs' members included."""
     out = tmp_path / "split.json"
     rc = main(["--out", str(out), "--cases", "synthetic:gcn", "--data-option", "num_nodes=240",
