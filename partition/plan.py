@@ -77,6 +77,23 @@ class ChunkPlan:
         """int64 [num_local]: global_nid of every local_nid."""
         return torch.cat([self.own_global_nid, self.halo_global_nid])
 
+    def halo_blocks(self) -> tuple[tuple[int, int, int], ...]:
+        """``(chunk_idx, local_start, local_stop)`` per chunk that owns halo rows of this
+        one, in local-id order: the halo is sorted by global id and every chunk's rows are
+        contiguous in it, so the halo rows of one source chunk are one run of local ids.
+        A pipeline stage holds a source chunk's rows constant as a whole (stale reads),
+        so it names them by these runs, host integers, without reading the device.
+
+        Raises :class:`PartitionError` if the halo is not grouped by chunk (a plan not
+        built by :func:`build_chunk_plans`)."""
+        chunks, counts = torch.unique_consecutive(self.halo_chunk.cpu(), return_counts=True)
+        if chunks.numel() > 1 and not bool((chunks[1:] > chunks[:-1]).all()):
+            raise PartitionError(f"chunk {self.chunk_idx}: expected its halo grouped by source chunk in "
+                                 f"ascending order, found the chunks {chunks.tolist()}")
+        stops = (torch.cumsum(counts, 0) + self.num_own).tolist()
+        starts = [self.num_own] + stops[:-1]
+        return tuple(zip(chunks.tolist(), starts, stops))
+
     def dst_local(self) -> torch.Tensor:
         """int64 [nnz]: the own-row local_nid (destination) of every local edge."""
         return torch.repeat_interleave(

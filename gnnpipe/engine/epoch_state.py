@@ -62,6 +62,8 @@ class EpochState:
     Attributes:
         orders: the chunk order of every way (``orders[way][t]``).
         step_of: int64 [C] on the device: the step at which each chunk runs.
+        steps: the same on the host (a tuple, from ``orders``), for the decisions a
+            stage takes per chunk without reading the device.
         timer: this epoch's :class:`StageTimer`.
         recv_f / recv_b: chunk -> (handle, buffer) of posted forward / backward receives.
         sends: outstanding isend handles (waited by ``WaitSends``).
@@ -69,7 +71,8 @@ class EpochState:
             (waited, and the messages freed, at the stage's first backward).
         saved: chunk -> what its backward needs (per-layer outputs and gradient sinks,
             h0 rows, the loss on the last stage, then the gradient message to send).
-        loss_sum: the last stage's summed chunk losses.
+        loss_sum: the last stage's summed chunk losses (a tensor on the device once
+            a chunk has added its loss; read once, at the end of the epoch).
         logits: chunk -> detached logits (last stage).
         first_fwd_wait / first_bwd_wait: whether the next forward / backward wait is
             the first of the epoch (booked as bubble).
@@ -108,7 +111,7 @@ class EpochState:
     sends: list[Any] = field(default_factory=list)
     forward_sends: list[Any] = field(default_factory=list)
     saved: dict[int, dict[str, Any]] = field(default_factory=dict)
-    loss_sum: float = 0.0
+    loss_sum: float | Tensor = 0.0
     logits: dict[int, Tensor] = field(default_factory=dict)
     first_fwd_wait: bool = True
     first_bwd_wait: bool = True
@@ -123,6 +126,14 @@ class EpochState:
     stash: dict[str, Tensor] | None = None
     h0_ahead: Encoded | None = None
     history: dict[int, Tensor] | None = None
+    steps: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        steps = [0] * self.step_of.numel()
+        for order in self.orders:
+            for t, k in enumerate(order):
+                steps[k] = t
+        self.steps = tuple(steps)
 
     def add_drift(self, l: int, fresh: Tensor, old: Tensor) -> None:
         """Add layer ``l``'s drift terms of some rows: ``fresh`` the values a chunk

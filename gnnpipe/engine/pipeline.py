@@ -135,10 +135,10 @@ class StageRunner:
             self._last_logits = (rows, logits)
         # The chunk losses add up to the global loss (DESIGN.md 3); waiting for the last
         # stage's total is the pipeline drain.
+        loss_sum = float(state.loss_sum) if st.last else 0.0  # the epoch's one read of it
         trace = self.ctx.trace
         with trace.span(None, epoch, "LossAllReduce") if trace is not None else contextlib.nullcontext():
-            (loss,) = state.timer.timed(self.comm.all_reduce_control, [state.loss_sum if st.last else 0.0],
-                                        bubble=True)
+            (loss,) = state.timer.timed(self.comm.all_reduce_control, [loss_sum], bubble=True)
         self.epochs_done += 1
         if trace is not None:
             trace.flush()

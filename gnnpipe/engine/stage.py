@@ -142,6 +142,9 @@ class Stage:
                                  lend_grads=int(pc.cross_epoch_chunks) == 0)
         bufs = self.bufs
         self.rows, self.local_ids, self.own, self.halo_chunk = bufs.rows, bufs.local_ids, bufs.own, bufs.halo_chunk
+        # Per chunk, its halo rows by source chunk, (chunk, local start, local stop) on
+        # the host: which rows a step reads stale is decided without reading the device.
+        self.halo_blocks = {k: self.ops[k].halo_blocks for k in self.my_chunks}
         self.exchange = bufs.exchange
         if self.first:
             self.x = model_input(model, self.rows.rows_of(g.features), device=self.device, dtype=self.dtype)
@@ -149,6 +152,9 @@ class Stage:
             self.y = self.rows.rows_of(g.labels).to(self.device)
             self.masks = tuple(self.rows.rows_of(m).to(self.device)
                                for m in (g.train_mask, g.val_mask, g.test_mask))
+            # Each chunk's training rows as ids (read once here): a bool mask would be
+            # turned into ids in every chunk's loss, a device read each time.
+            self.train_rows = {k: self.masks[0][self.own[k]].nonzero().squeeze(1) for k in self.my_chunks}
         self.num_train = int(g.train_mask.sum())
         self.seed = int(ctx.config.train.seed)
         self.row_masks = pc.dropout_masks == "row"
@@ -198,7 +204,7 @@ class Stage:
             st.history = None
         else:
             self.bufs.restore()
-        self.grads.begin_epoch(st.step_of)
+        self.grads.begin_epoch(torch.tensor(st.steps, dtype=torch.int64))  # the host's copy: no device read
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         if not st.begun:
@@ -334,11 +340,17 @@ class Stage:
         stash = st.stash if k in st.ahead else None
         arena_key = (k, st.epoch % 2 if self.arena_parity else 0)
         self.arena.begin(arena_key)
+        # The halo rows read stale: those of the chunks after step t (host integers).
+        stale_chunks = frozenset(j for j, _, _ in self.halo_blocks[k] if st.steps[j] > t)
         alt_pos = None
-        stale = st.step_of[self.halo_chunk[k]] > t
         if st.history is not None:
-            alt_pos = stale.nonzero().squeeze(1) + self.plans[k].num_own
-        read_ops = self._read_ops(k, stale)
+            runs = [torch.arange(a, b, device=self.device) for j, a, b in self.halo_blocks[k] if j in stale_chunks]
+            alt_pos = torch.cat(runs) if runs else torch.empty(0, dtype=torch.int64, device=self.device)
+        # The operators of the layers that read a buffer hold the stale rows constant, so
+        # that their transposed products skip the gradient the backward drops (about half
+        # of a chunk's halo under a random order; ChunkOps.with_constant_chunks). Layer 1
+        # of stage 0 reads h0, exact everywhere, with the chunk's own operators.
+        read_ops = self.ops[k].with_constant_chunks(stale_chunks)
         for i in range(self.a, self.b):
             l = i + 1
             layer = model.layers[i]
@@ -384,9 +396,11 @@ class Stage:
             dec = model.decode
             keep = self._keep(st, self.num_layers + 1, dec.input_dropout, dec.in_dim, own)
             logits = dec(out, keep)
-            loss = training_loss(logits, self.y[own], self.masks[0][own], self.num_train)
+            loss = training_loss(logits, self.y[own], self.train_rows[k], self.num_train)
             state["loss"] = loss
-            st.loss_sum += float(loss.detach())
+            # Summed on the device in float64 (as the float sum it replaces), read once
+            # at the end of the epoch.
+            st.loss_sum = st.loss_sum + loss.detach().to(torch.float64)
             st.logits[k] = logits.detach()
         else:
             msg = x_own
@@ -394,16 +408,6 @@ class Stage:
                 msg = torch.cat([msg, h0_k.detach()], dim=1)  # type: ignore[union-attr]
             state["send"] = msg.to(self.wire_dtype).contiguous()  # type: ignore[union-attr]
         st.saved[k] = state
-
-    def _read_ops(self, k: int, stale: Tensor) -> Any:
-        """Chunk ``k``'s operators for its layers that read a buffer: its ``stale`` halo
-        rows (bool, [num_halo]) held constant, so that the transposed products skip
-        the gradient the backward drops (:meth:`ChunkOps.with_constant_rows`; about half
-        of a chunk's halo under a random order). Layer 1 of stage 0 reads ``h0``,
-        exact everywhere, with the chunk's own operators."""
-        if not bool(stale.any()):
-            return self.ops[k]
-        return self.ops[k].with_constant_rows(torch.cat([stale.new_zeros(self.plans[k].num_own), stale]))
 
     def _keep(self, st: EpochState, slot: int, p: float, width: int, rows: Tensor | slice) -> MaskRows | None:
         """The rows ``rows`` (row-space ids, or a slice of them) of slot ``slot``'s

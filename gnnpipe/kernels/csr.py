@@ -26,7 +26,7 @@ import torch
 
 __all__ = ["CsrStructure", "CsrOperator", "build_structure", "fixed_operator", "csr_mm", "csr_weighted_mm",
            "csr_index_dtype", "spmm", "without_transposed_rows", "operator_without_transposed_rows",
-           "HeldTransposeOperator"]
+           "HeldTransposeOperator", "kept_entry_runs"]
 
 def csr_index_dtype(num_rows: int, num_cols: int, nnz: int) -> torch.dtype:
     """int32 where every row pointer and column index fits in it, else int64.
@@ -172,12 +172,53 @@ def _kept_entries(t_crow: torch.Tensor, constant: torch.Tensor, nnz: int) -> tup
     per_row = t_crow[1:] - t_crow[:-1]
     kept = ~constant.to(t_crow.device)
     entry_kept = kept.repeat_interleave(per_row.to(torch.int64), output_size=nnz)
+    return entry_kept, _kept_t_crow(t_crow, kept)
+
+
+def _kept_t_crow(t_crow: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """The row pointers of a transpose's entries in the rows ``kept`` alone (the other
+    rows left empty).
+
+    Shapes: t_crow [num_cols + 1]; kept bool [num_cols] -> [num_cols + 1]."""
+    per_row = t_crow[1:] - t_crow[:-1]
     kept_t_crow = torch.zeros_like(t_crow)
     kept_t_crow[1:] = torch.cumsum(per_row * kept.to(per_row.dtype), 0)
-    return entry_kept, kept_t_crow
+    return kept_t_crow
 
 
-def without_transposed_rows(structure: CsrStructure, constant: torch.Tensor) -> CsrStructure:
+def kept_entry_runs(t_crow_at: dict[int, int], constant_runs: tuple[tuple[int, int], ...],
+                    nnz: int) -> tuple[tuple[int, int], ...]:
+    """The entries of a transpose kept when its rows in ``constant_runs`` are left out,
+    as runs ``(start, stop)`` of entry ids: rows ``a .. b`` of a CSR hold the entries
+    ``t_crow[a] .. t_crow[b]``, so a run of rows is a run of entries, and what lies
+    between the constant runs is kept. Host integers only: ``t_crow_at`` holds the row
+    pointers at the runs' ends (read from the device once, when the operator was
+    built), so cutting the transpose needs no device read.
+
+    ``constant_runs``: ascending, disjoint ``(a, b)`` row ranges."""
+    runs, start = [], 0
+    for a, b in constant_runs:
+        lo, hi = t_crow_at[a], t_crow_at[b]
+        if lo > start:
+            runs.append((start, lo))
+        start = hi
+    if nnz > start:
+        runs.append((start, nnz))
+    return tuple(runs)
+
+
+def _take_runs(t: torch.Tensor, runs: tuple[tuple[int, int], ...]) -> torch.Tensor:
+    """The entries of ``t`` in the ``runs``: a view for one run, else one copy.
+
+    Shapes: t [nnz] -> [sum of the runs' lengths]."""
+    if len(runs) == 1:
+        a, b = runs[0]
+        return t[a:b]
+    return torch.cat([t[a:b] for a, b in runs]) if runs else t[:0]
+
+
+def without_transposed_rows(structure: CsrStructure, constant: torch.Tensor,
+                            runs: tuple[tuple[int, int], ...] | None = None) -> CsrStructure:
     """``structure`` with the entries of the columns ``constant`` left out of its
     transpose: the forward ``A x`` is unchanged, and ``A^T g`` computes only the rows
     of ``x`` that are not constant (the others come out 0, and cost nothing).
@@ -194,14 +235,22 @@ def without_transposed_rows(structure: CsrStructure, constant: torch.Tensor) -> 
     Photo (92 %), 0.838 on the 200k-vertex systems graph (82 %); the transposed
     product still writes every local row.
 
+    ``runs``: the kept entries of the transpose as runs (:func:`kept_entry_runs`),
+    when the caller has them; they are cut without a device read. Without them the
+    kept entries are found with a mask (on a GPU a host-device synchronisation, to
+    size the result).
+
     Shapes: constant bool [num_cols]; the result's t_col and perm [nnz of the
     columns not constant], its t_crow [num_cols + 1].
     """
     s = structure
-    entry_kept, t_crow = _kept_entries(s.t_crow, constant, s.nnz)
+    if runs is not None:
+        t_crow, t_col, perm = _kept_t_crow(s.t_crow, ~constant), _take_runs(s.t_col, runs), _take_runs(s.perm, runs)
+    else:
+        entry_kept, t_crow = _kept_entries(s.t_crow, constant, s.nnz)
+        t_col, perm = s.t_col[entry_kept], s.perm[entry_kept]
     return CsrStructure(num_rows=s.num_rows, num_cols=s.num_cols, crow=s.crow, col=s.col, row=s.row,
-                        t_crow=t_crow, t_col=s.t_col[entry_kept], perm=s.perm[entry_kept],
-                        slot=s.slot, gather=s.gather)
+                        t_crow=t_crow, t_col=t_col, perm=perm, slot=s.slot, gather=s.gather)
 
 
 class HeldTransposeOperator:
@@ -214,13 +263,17 @@ class HeldTransposeOperator:
     is held only from the chunk's first backward to its last (every layer of the chunk
     shares it). ``structure`` and ``forward_csr`` are the base operator's.
 
+    ``runs``: the kept entries as runs (:func:`without_transposed_rows`), or None.
+
     Shapes: constant bool [num_cols]."""
 
-    def __init__(self, op: CsrOperator, constant: torch.Tensor) -> None:
+    def __init__(self, op: CsrOperator, constant: torch.Tensor,
+                 runs: tuple[tuple[int, int], ...] | None = None) -> None:
         self.structure = op.structure
         self.forward_csr = op.forward_csr
         self._op: CsrOperator | None = op
         self._constant = constant
+        self._runs = runs
         self._transpose: torch.Tensor | None = None
 
     @property
@@ -229,20 +282,25 @@ class HeldTransposeOperator:
             op, self._op = self._op, None
             if op.transpose_csr is not None:
                 t = op.transpose_csr
-                entry_kept, t_crow = _kept_entries(op.structure.t_crow, self._constant, op.structure.nnz)
-                self._transpose = make_csr(t_crow, t.col_indices()[entry_kept], t.values()[entry_kept],
-                                           tuple(t.shape))
+                if self._runs is not None:
+                    t_crow = _kept_t_crow(op.structure.t_crow, ~self._constant)
+                    col, values = _take_runs(t.col_indices(), self._runs), _take_runs(t.values(), self._runs)
+                else:
+                    entry_kept, t_crow = _kept_entries(op.structure.t_crow, self._constant, op.structure.nnz)
+                    col, values = t.col_indices()[entry_kept], t.values()[entry_kept]
+                self._transpose = make_csr(t_crow, col, values, tuple(t.shape))
         return self._transpose
 
 
-def operator_without_transposed_rows(op: CsrOperator, constant: torch.Tensor) -> HeldTransposeOperator:
+def operator_without_transposed_rows(op: CsrOperator, constant: torch.Tensor,
+                                     runs: tuple[tuple[int, int], ...] | None = None) -> HeldTransposeOperator:
     """``op`` with the columns ``constant`` left out of its transpose
-    (:func:`without_transposed_rows`), sharing its structure and forward CSR: what it
-    adds is the kept entries' column indices and values and the row pointers, built at
-    the transpose's first use (:class:`HeldTransposeOperator`).
+    (:func:`without_transposed_rows`; ``runs`` as there), sharing its structure and
+    forward CSR: what it adds is the kept entries' column indices and values and the
+    row pointers, built at the transpose's first use (:class:`HeldTransposeOperator`).
 
     Shapes: constant bool [num_cols]."""
-    return HeldTransposeOperator(op, constant)
+    return HeldTransposeOperator(op, constant, runs)
 
 
 def _zeros_out(structure: CsrStructure, x: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,7 @@ for the reduces it names, any other at its first use.
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol
+from typing import Collection, Iterable, Protocol
 
 import torch
 
@@ -78,11 +78,17 @@ class ChunkOps:
     -> ``[num_own, d]``.
     """
 
-    def __init__(self, plan: ChunkPlan, impl: _Backend, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(self, plan: ChunkPlan, impl: _Backend, device: torch.device, dtype: torch.dtype,
+                 constant: torch.Tensor | None = None,
+                 halo_blocks: tuple[tuple[int, int, int], ...] | None = None) -> None:
         self.plan = plan
         self._impl = impl
         self.device = device
         self.dtype = dtype
+        #: The rows of ``x_local`` held constant (bool [num_local]); None for a chunk's own operators.
+        self.constant = constant
+        #: The plan's halo rows by source chunk (:meth:`ChunkPlan.halo_blocks`), on the host.
+        self.halo_blocks = plan.halo_blocks() if halo_blocks is None else halo_blocks
 
     @classmethod
     def build(
@@ -157,10 +163,33 @@ class ChunkOps:
         Shapes: constant bool [num_local] on the ops' device.
         """
         self._check_tensor("constant", constant, (self.num_local,), torch.bool)
+        return self._held(constant, None)
+
+    def with_constant_chunks(self, chunks: Collection[int]) -> "ChunkOps":
+        """These operators with the halo rows of the source chunks ``chunks`` held
+        constant: :meth:`with_constant_rows` of those rows, named by host integers.
+
+        A source chunk's halo rows are one run of local ids
+        (:meth:`~gnnpipe.partition.ChunkPlan.halo_blocks`), so the mask is filled run by
+        run and the ``torch`` backend cuts its transposes by entry runs, from row
+        pointers it read once: nothing reads the device, where with a mask of arbitrary
+        rows the number of kept entries is read back (on a GPU a host-device
+        synchronisation in every chunk's backward). Chunks without halo rows here are
+        ignored; none: the operators themselves.
+        """
+        runs = tuple((a, b) for j, a, b in self.halo_blocks if j in chunks)
+        if not runs:
+            return self
+        constant = torch.zeros(self.num_local, dtype=torch.bool, device=self.device)
+        for a, b in runs:
+            constant[a:b] = True
+        return self._held(constant, runs)
+
+    def _held(self, constant: torch.Tensor, runs: tuple[tuple[int, int], ...] | None) -> "ChunkOps":
         impl = self._impl
-        if isinstance(impl, TorchBackend):
-            return ChunkOps(self.plan, impl.with_constant_rows(constant), self.device, self.dtype)
-        return ChunkOps(self.plan, _HeldConstant(impl, constant), self.device, self.dtype)
+        held = impl.with_constant_rows(constant, runs) if isinstance(impl, TorchBackend) else \
+            _HeldConstant(impl, constant)
+        return ChunkOps(self.plan, held, self.device, self.dtype, constant, self.halo_blocks)
 
     def _check_tensor(self, name: str, t: torch.Tensor, shape: tuple[int | None, ...],
                       dtype: torch.dtype | None = None) -> None:

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from gnnpipe.kernels.csr import (CsrOperator, CsrStructure, HeldTransposeOperator, build_structure, csr_mm,
-                                 csr_weighted_mm, fixed_operator, operator_without_transposed_rows,
-                                 without_transposed_rows)
+                                 csr_weighted_mm, fixed_operator, kept_entry_runs,
+                                 operator_without_transposed_rows, without_transposed_rows)
 from gnnpipe.kernels.constant import hold_constant
 from gnnpipe.partition.plan import ChunkPlan
 
@@ -117,6 +117,7 @@ class TorchBackend:
         self._ops: dict[str, CsrOperator] = {}
         self._edges: tuple[torch.Tensor, torch.Tensor] | None = None
         self._built: set[str] = set()
+        self._t_crow_at: dict[int, dict[int, int]] = {}
         for reduce in reduces:
             self._build(reduce)
 
@@ -132,6 +133,7 @@ class TorchBackend:
             ones = torch.ones(p.indices.numel(), dtype=torch.float64)
             self._structure, self._counts = build_structure(p.dst_local(), p.indices, ones, p.num_own,
                                                             p.num_local, self.device, torch.float64)
+            self._read_bounds(self._structure)
         return self._structure
 
     def _build(self, reduce: str) -> None:
@@ -152,6 +154,7 @@ class TorchBackend:
             inv_sqrt = (p.in_degree.to(torch.float64) + 1).rsqrt()
             g_val = inv_sqrt[g_dst] * inv_sqrt[g_src]
             structure, values = build_structure(g_dst, g_src, g_val, p.num_own, p.num_local, self.device, dtype)
+            self._read_bounds(structure)
             self._ops["gcn"] = fixed_operator(structure, values)
         elif reduce == "weighted":
             self._base()
@@ -171,10 +174,26 @@ class TorchBackend:
             return scatter_max(x_local, dst, src, self.num_own)
         return csr_mm(self._ops[reduce], x_local)
 
-    def with_constant_rows(self, constant: torch.Tensor) -> "ConstantRows":
+    def with_constant_rows(self, constant: torch.Tensor,
+                           row_runs: tuple[tuple[int, int], ...] | None = None) -> "ConstantRows":
         """These operators with the rows ``constant`` of ``x_local`` held constant
-        (:class:`ConstantRows`)."""
-        return ConstantRows(self, constant)
+        (:class:`ConstantRows`). ``row_runs``: the same rows as ascending ranges of
+        local ids that begin and end at the plan's halo-block bounds
+        (:meth:`~gnnpipe.partition.ChunkPlan.halo_blocks`), or None."""
+        return ConstantRows(self, constant, row_runs)
+
+    def _read_bounds(self, structure: CsrStructure) -> None:
+        """Keep ``structure``'s transposed row pointers at the halo-block bounds on the
+        host: read from the device here, where the structure is built, once."""
+        bounds = sorted({self.num_own} | {stop for _, _, stop in self.plan.halo_blocks()})
+        index = torch.tensor(bounds, dtype=torch.int64, device=structure.t_crow.device)
+        self._t_crow_at[id(structure)] = dict(zip(bounds, structure.t_crow[index].tolist()))
+
+    def entry_runs(self, structure: CsrStructure, row_runs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+        """The entries of ``structure``'s transpose outside the rows ``row_runs``, as
+        runs (:func:`~gnnpipe.kernels.csr.kept_entry_runs`), from its row pointers at
+        the halo-block bounds that its build kept on the host."""
+        return kept_entry_runs(self._t_crow_at[id(structure)], row_runs, structure.nnz)
 
 
 class ConstantRows:
@@ -188,16 +207,24 @@ class ConstantRows:
     computes the full gradient and zeroes them.
     The forward is the base's, bit for bit, and so are the other rows' gradients.
 
+    With ``row_runs`` (the same rows as ranges at the halo-block bounds) the
+    transposes are cut by host integers, without a device read.
+
     Shapes: constant bool [num_local].
     """
 
     name = "torch"
 
-    def __init__(self, base: TorchBackend, constant: torch.Tensor) -> None:
+    def __init__(self, base: TorchBackend, constant: torch.Tensor,
+                 row_runs: tuple[tuple[int, int], ...] | None = None) -> None:
         self._base = base
         self._constant = constant
+        self._row_runs = row_runs
         self._ops: dict[str, HeldTransposeOperator] = {}
         self._structure: CsrStructure | None = None
+
+    def _entry_runs(self, structure: CsrStructure) -> tuple[tuple[int, int], ...] | None:
+        return None if self._row_runs is None else self._base.entry_runs(structure, self._row_runs)
 
     def aggregate(self, x_local: torch.Tensor, reduce: str, edge_weight: torch.Tensor | None) -> torch.Tensor:
         base = self._base
@@ -206,11 +233,14 @@ class ConstantRows:
         if reduce == "weighted":
             assert edge_weight is not None
             if self._structure is None:
-                self._structure = without_transposed_rows(base._base(), self._constant)
+                structure = base._base()
+                self._structure = without_transposed_rows(structure, self._constant, self._entry_runs(structure))
             return csr_weighted_mm(self._structure, edge_weight, x_local)
         op = self._ops.get(reduce)
         if op is None:
             if reduce not in base.built:
                 base._build(reduce)
-            op = self._ops[reduce] = operator_without_transposed_rows(base._ops[reduce], self._constant)
+            full = base._ops[reduce]
+            op = self._ops[reduce] = operator_without_transposed_rows(full, self._constant,
+                                                                      self._entry_runs(full.structure))
         return csr_mm(op, x_local)

@@ -18,16 +18,24 @@ __all__ = ["training_loss", "correct_counts", "split_accuracies", "evaluation_su
 def training_loss(logits: Tensor, labels: Tensor, train_mask: Tensor, num_train_global: int) -> Tensor:
     """``sum_{v in rows, train} CE(logits_v, y_v) / num_train_global``.
 
-    Shapes: logits [n, C], labels int64 [n], train_mask bool [n] -> scalar. Rows
-    without a training vertex give a zero that still carries the graph (so that
-    ``backward`` works on every chunk).
+    ``train_mask``: bool [n], or the ids of the training rows, ascending (int64
+    [n_train]): the same rows in the same order, so the same value bit for bit; with
+    ids nothing reads the device (a bool mask is turned into ids on the device and
+    their number read back, on a GPU a synchronisation).
+
+    Shapes: logits [n, C], labels int64 [n] -> scalar. Rows without a training vertex
+    give a zero that still carries the graph (so that ``backward`` works on every
+    chunk).
     """
     if num_train_global < 1:
         raise ValueError(f"num_train_global: expected >= 1, found {num_train_global}")
-    rows = logits[train_mask]
+    if train_mask.dtype == torch.bool:
+        rows, labels = logits[train_mask], labels[train_mask]
+    else:
+        rows, labels = logits.index_select(0, train_mask), labels.index_select(0, train_mask)
     if rows.shape[0] == 0:
         return logits.sum() * 0.0
-    return F.cross_entropy(rows, labels[train_mask], reduction="sum") / num_train_global
+    return F.cross_entropy(rows, labels, reduction="sum") / num_train_global
 
 
 @torch.no_grad()

@@ -179,10 +179,12 @@ def _record_constant_rows(runner: Any) -> list[dict[str, Any]] | None:
     seen: list[dict[str, Any]] = []
     forward = stage.forward
     for ops in stage.ops.values():
-        def held(constant: torch.Tensor, ops: Any = ops, held: Any = ops.with_constant_rows) -> Any:
-            seen[-1]["constant"] = constant.clone()
-            return held(constant)
-        ops.with_constant_rows = held
+        def held(chunks: Any, ops: Any = ops, held: Any = ops.with_constant_chunks) -> Any:
+            out = held(chunks)
+            if out.constant is not None:
+                seen[-1]["constant"] = out.constant.clone()
+            return out
+        ops.with_constant_chunks = held
 
     def recorded(st: Any, k: int, t: int) -> None:
         seen.append({"chunk": k, "step": t, "step_of": st.step_of.clone(), "constant": None})

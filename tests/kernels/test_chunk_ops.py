@@ -446,3 +446,46 @@ def test_constant_rows_of_the_wrong_shape_or_type_are_refused(make_random_graph)
         ops.with_constant_rows(torch.zeros(plan.num_local + 1, dtype=torch.bool))
     with pytest.raises(DataError, match="constant: expected dtype torch.bool, found torch.int64"):
         ops.with_constant_rows(torch.zeros(plan.num_local, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_constant_chunks_are_the_constant_rows_of_their_halo_runs(make_random_graph, backend, reduce):
+    """``with_constant_chunks``: the same operators as ``with_constant_rows`` of the
+    halo rows of those chunks (the torch backend cutting its transposes by entry runs),
+    bit for bit, for every subset of the source chunks; none held: the ops themselves."""
+    import itertools
+
+    graph = make_random_graph(40, 200, seed=23)
+    plans = build_chunk_plans(graph, torch.tensor([0, 9, 20, 31, 40]))
+    checked = 0
+    for plan in plans:
+        ops = ChunkOps.build(plan, dtype=F64, backend=backend)
+        sources = [j for j, _, _ in ops.halo_blocks]
+        assert ops.with_constant_chunks(()) is ops and ops.with_constant_chunks({plan.chunk_idx}) is ops
+        x = _seeded((plan.num_local, 4), 10)
+        w = _seeded((plan.num_edges,), 11).abs() if reduce == "weighted" else None
+        for n in range(1, len(sources) + 1):
+            for held_chunks in itertools.combinations(sources, n):
+                constant = torch.cat([torch.zeros(plan.num_own, dtype=torch.bool),
+                                      torch.isin(plan.halo_chunk, torch.tensor(held_chunks))])
+                by_chunks = ops.with_constant_chunks(set(held_chunks))
+                assert torch.equal(by_chunks.constant, constant)
+                got = _run(by_chunks, x, reduce, w, grad_y_seed=12)
+                want = _run(ops.with_constant_rows(constant), x, reduce, w, grad_y_seed=12)
+                for g, r in zip(got, want):
+                    assert (g is None) == (r is None) and (g is None or torch.equal(g, r))
+                checked += 1
+    assert checked > len(plans)
+
+
+def test_kept_entry_runs_are_the_entries_between_the_constant_rows():
+    from gnnpipe.kernels.csr import kept_entry_runs
+
+    t_crow = [0, 2, 2, 5, 9, 12, 12, 15]  # 7 rows, 15 entries
+    at = dict(enumerate(t_crow))
+    assert kept_entry_runs(at, (), 15) == ((0, 15),)
+    assert kept_entry_runs(at, ((2, 4),), 15) == ((0, 2), (9, 15))
+    assert kept_entry_runs(at, ((0, 1), (3, 5)), 15) == ((2, 5), (12, 15))
+    assert kept_entry_runs(at, ((5, 7),), 15) == ((0, 12),)  # row 5 is empty: nothing in between
+    assert kept_entry_runs(at, ((0, 7),), 15) == ()

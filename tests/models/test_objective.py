@@ -56,3 +56,19 @@ def test_layer_weight_decay_goes_to_the_layer_group():
     assert len(groups["layers"]["params"]) + len(groups["dense"]["params"]) == n_all
     same = model_optimizer(model, TrainConfig(weight_decay=0.1))
     assert all(g["weight_decay"] == 0.1 for g in same.param_groups)
+
+
+def test_training_loss_of_row_ids_is_that_of_the_mask_bit_for_bit():
+    """The ids of the training rows give the mask's loss and gradient exactly (the same
+    rows in the same order), an empty set included."""
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.randn(9, 3, generator=gen)
+    labels = torch.randint(0, 3, (9,), generator=gen)
+    for mask in (torch.rand(9, generator=gen) < 0.5, torch.zeros(9, dtype=torch.bool)):
+        a = logits.clone().requires_grad_(True)
+        b = logits.clone().requires_grad_(True)
+        by_mask = training_loss(a, labels, mask, 7)
+        by_ids = training_loss(b, labels, mask.nonzero().squeeze(1), 7)
+        by_mask.backward()
+        by_ids.backward()
+        assert torch.equal(by_ids, by_mask) and torch.equal(b.grad, a.grad)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -159,3 +161,32 @@ def test_plan_graph_edges_carry_graph_edge_weights_into_the_plans(make_graph, se
     assert torch.equal(torch.sort(torch.cat(seen)).values, torch.arange(r.num_edges))  # each edge once
     with pytest.raises(PartitionError, match="not the graph it was built from"):
         plan_graph_edges(g.add_self_loops(), plans[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_halo_blocks_are_the_runs_of_each_source_chunk(make_graph, seed):
+    """``halo_blocks``: one (chunk, start, stop) per chunk owning halo rows, ascending,
+    covering the halo exactly, each run holding only that chunk's rows."""
+    g = make_graph(90, 400, seed=seed)
+    part = make_partition(g, 5, method="random", seed=seed)
+    plans = build_chunk_plans(reorder(g, part), part.offsets)
+    some = 0
+    for plan in plans:
+        blocks = plan.halo_blocks()
+        assert [j for j, _, _ in blocks] == sorted(set(plan.halo_chunk.tolist()))
+        assert [a for _, a, _ in blocks] == [plan.num_own] + [b for _, _, b in blocks[:-1]]
+        assert (blocks[-1][2] if blocks else plan.num_own) == plan.num_local
+        for j, a, b in blocks:
+            assert b > a and bool((plan.halo_chunk[a - plan.num_own:b - plan.num_own] == j).all())
+        some += len(blocks) > 1
+    assert some
+
+
+def test_halo_blocks_refuse_a_halo_not_grouped_by_chunk(make_graph):
+    g = make_graph(40, 160, seed=5)
+    part = make_partition(g, 4, method="random", seed=5)
+    plan = next(p for p in build_chunk_plans(reorder(g, part), part.offsets)
+                if len(set(p.halo_chunk.tolist())) > 1)
+    scrambled = dataclasses.replace(plan, halo_chunk=plan.halo_chunk.flip(0))
+    with pytest.raises(PartitionError, match=rf"chunk {plan.chunk_idx}: expected its halo grouped by source chunk"):
+        scrambled.halo_blocks()
