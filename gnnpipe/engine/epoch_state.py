@@ -101,6 +101,7 @@ class EpochState:
             others read ``h0``, encoded after the step).
         history: where this epoch's stale reads come from while its start values are
             not yet in ``B`` (R > 1, at the previous turn: the snapshot); None: ``B``.
+        backward_begun: the stage's ``begin_backward`` has run (once per epoch).
     """
 
     orders: tuple[tuple[int, ...], ...]
@@ -126,6 +127,7 @@ class EpochState:
     stash: dict[str, Tensor] | None = None
     h0_ahead: Encoded | None = None
     history: dict[int, Tensor] | None = None
+    backward_begun: bool = False
     steps: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:

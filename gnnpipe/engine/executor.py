@@ -35,6 +35,8 @@ def _wait_forward(stage: Stage, st: EpochState, a: sch.WaitRecvForward) -> None:
 
 
 def _wait_backward(stage: Stage, st: EpochState, a: sch.WaitRecvBackward) -> None:
+    if st.first_bwd_wait:  # the turn: the backward's set-up fills the wait (compute, not bubble)
+        stage.begin_backward(st)
     st.timer.wait(st.recv_b[a.chunk][0], bubble=st.first_bwd_wait)  # the first: the turn
     st.first_bwd_wait = False
 

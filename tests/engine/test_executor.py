@@ -43,3 +43,22 @@ def test_after_compute_runs_after_each_forward_and_backward_only():
     log.clear()
     execute(_LoggingStage(log), program, None)  # type: ignore[arg-type]
     assert "trim" not in log and len(log) == len(program)
+
+
+def test_the_first_backward_wait_sets_up_the_backward_before_it_waits():
+    """At the turn a stage waits for its first gradient: the executor has the stage set
+    up its backward (``begin_backward``) first, so that the set-up fills the wait, and
+    books only the wait itself, as the turn's bubble; later waits set up nothing."""
+    from types import SimpleNamespace
+
+    log: list[str] = []
+
+    class Timer:
+        def wait(self, handle, bubble=False):
+            log.append(f"wait {handle} bubble={bubble}")
+
+    st = SimpleNamespace(recv_b={1: ("h1", None), 0: ("h0", None)}, first_bwd_wait=True, timer=Timer())
+    program = [sch.WaitRecvBackward(stage=0, chunk=1, step=1), sch.Backward(stage=0, chunk=1, step=1),
+               sch.WaitRecvBackward(stage=0, chunk=0, step=0), sch.Backward(stage=0, chunk=0, step=0)]
+    execute(_LoggingStage(log), program, st)  # type: ignore[arg-type]
+    assert log == ["begin_backward", "wait h1 bubble=True", "backward", "wait h0 bubble=False", "backward"]
