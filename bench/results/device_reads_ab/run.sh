@@ -1,14 +1,14 @@
 #!/bin/bash
-# A/B of commit affdb4b (no device reads in a stage's chunk forward/backward) against
-# 820da04 on the CPU: GCNII-32 hidden 100, pipeline S = 2, C = 8, 8 epochs, one thread
-# per worker, alternating before/after, N rounds. BEFORE/AFTER: checkouts of the two
-# commits (gnnpipe.data and gnnpipe.partition are the installed ones: halo_blocks is an
-# addition the old code does not call).
+# A/B of two checkouts on the CPU: GCNII-32 hidden 100, pipeline S = 2, C = 8, 8 epochs,
+# one thread per worker, alternating before/after, N rounds. BEFORE/AFTER: checkouts of
+# the two commits (gnnpipe.data and gnnpipe.partition are the installed ones); OUT: where
+# the records go (default: this folder). Here: affdb4b against 820da04 (halo_blocks is an
+# addition the old code does not call); ../stage_start_ab/ ran it with OUT set.
 set -u
 N=${1:-3}
 BEFORE=${BEFORE:-/work/dev}; AFTER=${AFTER:-/work/dev2}
 PY=${PY:-/work/main/.venv/bin/python}
-OUT=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$(cd "$(dirname "$0")" && pwd)}
 export OMP_NUM_THREADS=1
 for r in $(seq 1 "$N"); do
   for ds in blogcatalog amazon_photo; do
