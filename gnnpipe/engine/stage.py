@@ -366,6 +366,10 @@ class Stage:
         self.arena.begin(arena_key)
         # The halo rows read stale: those of the chunks after step t (host integers).
         stale_chunks = frozenset(j for j, _, _ in self.halo_blocks[k] if st.steps[j] > t)
+        # The local rows whose gradient the backward uses: the own rows and the fresh
+        # halo runs (a stale read's gradient is dropped).
+        fresh_runs = tuple((a, b) for j, a, b in self.halo_blocks[k] if j not in stale_chunks)
+        used_rows = None if not stale_chunks else ((0, self.plans[k].num_own),) + fresh_runs
         alt_pos = None
         if st.history is not None:
             runs = [torch.arange(a, b, device=self.device) for j, a, b in self.halo_blocks[k] if j in stale_chunks]
@@ -403,7 +407,7 @@ class Stage:
                                                 extra=(self.foreign[l], self.foreign_ids[k]), drop=drop)
                 else:
                     alt = None if alt_pos is None else (st.history[l], alt_pos)  # type: ignore[index]
-                    h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt, drop=drop)
+                    h_local, sink = gather_rows(self.B[l], self.local_ids[k], alt, drop=drop, used_rows=used_rows)
                 layer_ops = read_ops if l > 1 and layer.aggregates_input_rows else ops
                 out = call_with(layer, weights, h_local, layer_ops,
                                 h0_k if layer.needs_h0 else None, keep)
@@ -415,7 +419,7 @@ class Stage:
             layers.append((l, sink, out, offer))
             del h_local  # kept only where the layer's backward saved it
             x_own = out.detach()
-        state: dict[str, Any] = {"layers": layers, "h0": h0_k, "shared": shared}
+        state: dict[str, Any] = {"layers": layers, "h0": h0_k, "shared": shared, "fresh_runs": fresh_runs}
         if self.last:
             dec = model.decode
             keep = self._keep(st, self.num_layers + 1, dec.input_dropout, dec.in_dim, own)
@@ -472,17 +476,13 @@ class Stage:
         gr = self.grads.rows
         own_slots, own_pos = gr.own_slots[k], gr.own_pos[k]
         # step(j) <= t: written earlier this epoch (or by another way at step t). Stale
-        # reads are constants: their gradient is dropped (factor 0; with per-epoch slots
-        # it goes to the trash slot instead). Technique 3 scales the gradient that flows
-        # to fresh halo rows by 2 (a neighbour chunk came earlier with probability about
-        # 1/2 under a random order). One float factor per halo row, applied by one
-        # in-place multiply: torch.where with the broadcast bool mask, then * 2, took
-        # 5-15x as long on the CPU (bench/chunk_overhead.py).
-        fresh = None
-        if self.unbiased or not gr.trash:
-            fresh = (st.step_of[self.halo_chunk[k]] <= t).unsqueeze(1).to(self.dtype)
-            if self.unbiased:
-                fresh = fresh * 2.0
+        # reads are constants: their gradient is dropped, so only the fresh halo runs
+        # go into G_l (the stale rows' gradient, and their input dropout's mask, are not
+        # even computed where the layer aggregates its input as read). Technique 3
+        # scales the gradient that flows to fresh halo rows by 2 (a neighbour chunk came
+        # earlier with probability about 1/2 under a random order).
+        fresh_runs = state["fresh_runs"]
+        scale = 2.0 if self.unbiased else 1.0
         for l, sink, out, offer in reversed(state["layers"]):
             if g_out is None:
                 torch.autograd.backward(state["loss"])  # classifier + last layer
@@ -493,11 +493,10 @@ class Stage:
                 self._h0(st, k).grad.index_add_(0, self.local_ids[k], gl)
                 g_in = None
                 continue
-            halo_g = gl[n_own:]
-            if fresh is not None:
-                halo_g.mul_(fresh)
             G = self.grads.buffer(l, offer)
-            G.index_add_(0, gr.halo_slot[k], halo_g)
+            halo_slot = gr.halo_slot[k]
+            for a, b in fresh_runs:  # local ids; the halo's slots start at n_own
+                G.index_add_(0, halo_slot[a - n_own:b - n_own], gl[a:b], alpha=scale)
             if self.exchange is not None:
                 self.exchange.grads(G, st.orders, t, k, st.timer.timed)
             # The input gradient of k: its own part plus what later readers left in G_l

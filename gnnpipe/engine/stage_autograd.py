@@ -50,8 +50,10 @@ class _GatherRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, token: Tensor, buf: Tensor, local_ids: Tensor, sink: list,  # type: ignore[override]
                 alt: tuple[Tensor, Tensor] | None, extra: tuple[Tensor, Tensor] | None,
-                drop: tuple[float, MaskRows | None] | None) -> Tensor:
+                drop: tuple[float, MaskRows | None] | None,
+                used_rows: tuple[tuple[int, int], ...] | None) -> Tensor:
         ctx.sink = sink
+        ctx.used_rows = used_rows
         if extra is not None:  # rows after these from a second buffer
             other, other_ids = extra
             n = local_ids.numel()
@@ -69,16 +71,17 @@ class _GatherRows(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None, None, None, None, None]:  # type: ignore[override]
         if ctx.dropped:
-            grad = dropout_grad_in_place_(ctx, grad)
+            grad = dropout_grad_in_place_(ctx, grad, ctx.used_rows)
         ctx.sink.append(grad)
-        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None, None, None, None
+        return torch.zeros((), dtype=grad.dtype, device=grad.device), None, None, None, None, None, None, None
 
 
 def gather_rows(buf: Tensor, local_ids: Tensor, alt: tuple[Tensor, Tensor] | None = None,
                 extra: tuple[Tensor, Tensor] | None = None,
-                drop: tuple[float, MaskRows | None] | None = None) -> tuple[Tensor, list]:
+                drop: tuple[float, MaskRows | None] | None = None,
+                used_rows: tuple[tuple[int, int], ...] | None = None) -> tuple[Tensor, list]:
     """``(h_local, sink)``: see :class:`_GatherRows`; after the backward through the
     layer, ``sink`` holds the gradient of ``h_local`` (empty when none flowed).
     ``alt = (other, pos)``: the rows at positions ``pos`` of ``h_local`` come from
@@ -86,10 +89,12 @@ def gather_rows(buf: Tensor, local_ids: Tensor, alt: tuple[Tensor, Tensor] | Non
     ``buf[local_ids]`` followed by ``other[ids]`` (a way's own rows, then the rows it
     received from other ways, kept apart: :class:`~gnnpipe.engine.stage.Stage`).
     ``drop = (p, keep)``: ``h_local`` with the layer's input dropout applied (the
-    sink's gradient is still that of the rows before it)."""
+    sink's gradient is still that of the rows before it). ``used_rows``: runs
+    ``(start, stop)`` of the rows whose gradient the caller reads; the backward applies
+    the mask to those alone (the others' sunk gradient is left as it came; None: all)."""
     sink: list = []
     token = torch.zeros((), dtype=buf.dtype, device=buf.device, requires_grad=True)
-    return _GatherRows.apply(token, buf, local_ids, sink, alt, extra, drop), sink
+    return _GatherRows.apply(token, buf, local_ids, sink, alt, extra, drop, used_rows), sink
 
 
 def saved_holder(holders: list[list[Tensor]]) -> Any:

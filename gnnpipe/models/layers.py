@@ -130,13 +130,20 @@ def dropout_in_place_(ctx: Any, x: Tensor, p: float, keep: MaskRows | None = Non
     return x.mul_(_factor(_take_mask(ctx, x, p, keep, None)))
 
 
-def dropout_grad_in_place_(ctx: Any, grad: Tensor) -> Tensor:
+def dropout_grad_in_place_(ctx: Any, grad: Tensor, rows: tuple[tuple[int, int], ...] | None = None) -> Tensor:
     """In the same function's backward: the mask of :func:`dropout_in_place_` applied to
     the gradient in place (the layer's gradient of the dropped rows is a fresh tensor
-    no one else reads).
+    no one else reads). ``rows``: runs ``(start, stop)`` of the rows to apply it to, the
+    only ones the caller reads (None: all).
 
     Shapes: grad [n, d] -> [n, d]."""
-    return grad.contiguous().mul_(_factor(_mask_again(ctx)))
+    grad = grad.contiguous()
+    factor = _factor(_mask_again(ctx))
+    if rows is None:
+        return grad.mul_(factor)
+    for a, b in rows:
+        grad[a:b].mul_(factor[a:b])
+    return grad
 
 
 class _InputDropped:

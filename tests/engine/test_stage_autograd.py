@@ -107,3 +107,27 @@ def test_a_gather_with_dropout_saves_the_mask_words_not_the_rows():
     (g,) = sink
     assert torch.equal(g, (h_local.detach() != 0).to(g.dtype))  # dropped entries: no gradient
 
+
+
+def test_a_gather_applies_the_mask_to_the_gradient_of_the_used_rows_only():
+    """``used_rows``: the sunk gradient of those runs is masked as without them (bit
+    for bit); the other rows' (stale reads, whose gradient the stage drops) is left
+    as it came, unmasked; the forward is the same."""
+    buf = torch.randn(40, 16, dtype=torch.float64)
+    ids = torch.arange(39, -1, -1)
+    grad = torch.randn(40, 16, dtype=torch.float64)
+    runs = ((0, 10), (15, 22), (30, 40))
+    outs = []
+    for used in (None, runs):
+        torch.manual_seed(5)  # the same mask drawn in both
+        h_local, sink = gather_rows(buf, ids, drop=(0.5, None), used_rows=used)
+        h_local.backward(grad.clone())  # the backward masks the gradient it gets in place
+        outs.append((h_local.detach(), sink[0]))
+    (h_all, g_all), (h_used, g_used) = outs
+    assert torch.equal(h_used, h_all)
+    in_runs = torch.zeros(40, dtype=torch.bool)
+    for a, b in runs:
+        in_runs[a:b] = True
+    assert torch.equal(g_used[in_runs], g_all[in_runs])
+    assert torch.equal(g_used[~in_runs], grad[~in_runs])
+    assert not torch.equal(g_all[~in_runs], grad[~in_runs])  # the mask did act there
