@@ -21,7 +21,8 @@ Both are frozen data built from the chunk plans and the layout, without processe
 * :class:`EpochGradPlan` (pipeline, one way): fewer still. In an epoch only the rows
   of a chunk that a *later* chunk of the order reads get a gradient (a read of a later
   chunk's row is stale, and its gradient is dropped), so the slots are assigned per
-  epoch from the order, and a stale read's gradient goes to one trash slot. Whatever
+  epoch from the order, and a stale read's row maps to one trash slot (the stage adds
+  nothing there: it skips the stale rows' gradient, which it drops). Whatever
   the order, the last chunk's rows need none: ``G_l`` holds ``boundary - min_j
   boundary_j`` slots (half the boundary at C = 2).
 """
