@@ -42,9 +42,8 @@ def _reads(func: Any, args: tuple, kwargs: dict) -> str | None:
         indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
         if any(t is not None and t.dtype == torch.bool for t in indices):
             return f"{func.__name__} (bool index)"
-    if name == "repeat_interleave" and kwargs.get("output_size", args[3] if len(args) > 3 else None) is None \
-            and isinstance(args[0], torch.Tensor) and args[0].dtype != torch.bool and len(args) > 0 \
-            and func.__name__ == "repeat_interleave.Tensor":
+    # Repeats given as a tensor: the result's size is their sum, unless output_size says it.
+    if func.__name__ == "repeat_interleave.Tensor" and kwargs.get("output_size") is None:
         return f"{func.__name__} (no output_size)"
     return None
 
