@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pipeline (S = 2, C = 8, the default R = 23) beside graph mode with the kept buffer,
+# The pipeline (S = 2, C = 8, GCN-32's default R = 1) beside graph mode with the kept buffer,
 # same graph and model as run.sh, alternating, rounds FIRST..N, one checkout (CODE).
 # Usage: CODE=/work/dev2 OUT=bench/results/graph_exchange_buffer ./run_modes.sh 2
 set -euo pipefail
