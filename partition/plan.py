@@ -19,6 +19,7 @@ their transposes, normalisation weights) are built from them once by
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -77,9 +78,11 @@ class ChunkPlan:
         """int64 [num_local]: global_nid of every local_nid."""
         return torch.cat([self.own_global_nid, self.halo_global_nid])
 
+    @functools.cached_property
     def halo_blocks(self) -> tuple[tuple[int, int, int], ...]:
         """``(chunk_idx, local_start, local_stop)`` per chunk that owns halo rows of this
-        one, in local-id order: the halo is sorted by global id and every chunk's rows are
+        one, in local-id order (computed at the first use, then kept: the kernels and
+        the stage read it): the halo is sorted by global id and every chunk's rows are
         contiguous in it, so the halo rows of one source chunk are one run of local ids.
         A pipeline stage holds a source chunk's rows constant as a whole (stale reads),
         so it names them by these runs, host integers, without reading the device.

@@ -62,8 +62,8 @@ class EpochState:
     Attributes:
         orders: the chunk order of every way (``orders[way][t]``).
         step_of: int64 [C] on the device: the step at which each chunk runs.
-        steps: the same on the host (a tuple, from ``orders``), for the decisions a
-            stage takes per chunk without reading the device.
+        steps: the same on the host (a tuple), for the decisions a stage takes per
+            chunk without reading the device.
         timer: this epoch's :class:`StageTimer`.
         recv_f / recv_b: chunk -> (handle, buffer) of posted forward / backward receives.
         sends: outstanding isend handles (waited by ``WaitSends``).
@@ -128,14 +128,7 @@ class EpochState:
     h0_ahead: Encoded | None = None
     history: dict[int, Tensor] | None = None
     backward_begun: bool = False
-    steps: tuple[int, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        steps = [0] * self.step_of.numel()
-        for order in self.orders:
-            for t, k in enumerate(order):
-                steps[k] = t
-        self.steps = tuple(steps)
+    steps: tuple[int, ...] = ()
 
     def add_drift(self, l: int, fresh: Tensor, old: Tensor) -> None:
         """Add layer ``l``'s drift terms of some rows: ``fresh`` the values a chunk

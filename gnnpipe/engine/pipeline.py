@@ -94,12 +94,12 @@ class StageRunner:
     def _epoch_state(self, epoch: int) -> EpochState:
         st = self.stage
         orders = sch.way_orders(st.blocks, epoch, self.seed, self.shuffle)
-        step_of = torch.empty(st.num_chunks, dtype=torch.int64)
+        steps = [0] * st.num_chunks
         for o in orders:
             for t, k in enumerate(o):
-                step_of[k] = t
-        return EpochState(orders=orders, step_of=step_of.to(st.device), timer=StageTimer(self.comm),
-                          epoch=epoch)
+                steps[k] = t
+        return EpochState(orders=orders, step_of=torch.tensor(steps, dtype=torch.int64, device=st.device),
+                          steps=tuple(steps), timer=StageTimer(self.comm), epoch=epoch)
 
     def train_epoch(self, epoch: int, continues: bool = False) -> EpochStats:
         """One pipelined epoch (DESIGN.md 5 / 6) and one optimizer step.

@@ -142,9 +142,6 @@ class Stage:
                                  lend_grads=int(pc.cross_epoch_chunks) == 0)
         bufs = self.bufs
         self.rows, self.local_ids, self.own, self.halo_chunk = bufs.rows, bufs.local_ids, bufs.own, bufs.halo_chunk
-        # Per chunk, its halo rows by source chunk, (chunk, local start, local stop) on
-        # the host: which rows a step reads stale is decided without reading the device.
-        self.halo_blocks = {k: self.ops[k].halo_blocks for k in self.my_chunks}
         self.exchange = bufs.exchange
         if self.first:
             self.x = model_input(model, self.rows.rows_of(g.features), device=self.device, dtype=self.dtype)
@@ -364,15 +361,17 @@ class Stage:
         stash = st.stash if k in st.ahead else None
         arena_key = (k, st.epoch % 2 if self.arena_parity else 0)
         self.arena.begin(arena_key)
-        # The halo rows read stale: those of the chunks after step t (host integers).
-        stale_chunks = frozenset(j for j, _, _ in self.halo_blocks[k] if st.steps[j] > t)
+        # The halo rows read stale: those of the chunks after step t, decided on the host
+        # from the plan's halo runs by source chunk (ChunkPlan.halo_blocks).
+        blocks = self.plans[k].halo_blocks
+        stale_chunks = frozenset(j for j, _, _ in blocks if st.steps[j] > t)
         # The local rows whose gradient the backward uses: the own rows and the fresh
         # halo runs (a stale read's gradient is dropped).
-        fresh_runs = tuple((a, b) for j, a, b in self.halo_blocks[k] if j not in stale_chunks)
+        fresh_runs = tuple((a, b) for j, a, b in blocks if j not in stale_chunks)
         used_rows = None if not stale_chunks else ((0, self.plans[k].num_own),) + fresh_runs
         alt_pos = None
         if st.history is not None:
-            runs = [torch.arange(a, b, device=self.device) for j, a, b in self.halo_blocks[k] if j in stale_chunks]
+            runs = [torch.arange(a, b, device=self.device) for j, a, b in blocks if j in stale_chunks]
             alt_pos = torch.cat(runs) if runs else torch.empty(0, dtype=torch.int64, device=self.device)
         # The operators of the layers that read a buffer hold the stale rows constant, so
         # that their transposed products skip the gradient the backward drops (about half

@@ -79,16 +79,13 @@ class ChunkOps:
     """
 
     def __init__(self, plan: ChunkPlan, impl: _Backend, device: torch.device, dtype: torch.dtype,
-                 constant: torch.Tensor | None = None,
-                 halo_blocks: tuple[tuple[int, int, int], ...] | None = None) -> None:
+                 constant: torch.Tensor | None = None) -> None:
         self.plan = plan
         self._impl = impl
         self.device = device
         self.dtype = dtype
         #: The rows of ``x_local`` held constant (bool [num_local]); None for a chunk's own operators.
         self.constant = constant
-        #: The plan's halo rows by source chunk (:meth:`ChunkPlan.halo_blocks`), on the host.
-        self.halo_blocks = plan.halo_blocks() if halo_blocks is None else halo_blocks
 
     @classmethod
     def build(
@@ -170,14 +167,14 @@ class ChunkOps:
         constant: :meth:`with_constant_rows` of those rows, named by host integers.
 
         A source chunk's halo rows are one run of local ids
-        (:meth:`~gnnpipe.partition.ChunkPlan.halo_blocks`), so the mask is filled run by
+        (:attr:`~gnnpipe.partition.ChunkPlan.halo_blocks`), so the mask is filled run by
         run and the ``torch`` backend cuts its transposes by entry runs, from row
         pointers it read once: nothing reads the device, where with a mask of arbitrary
         rows the number of kept entries is read back (on a GPU a host-device
         synchronisation in every chunk's backward). Chunks without halo rows here are
         ignored; none: the operators themselves.
         """
-        runs = tuple((a, b) for j, a, b in self.halo_blocks if j in chunks)
+        runs = tuple((a, b) for j, a, b in self.plan.halo_blocks if j in chunks)
         if not runs:
             return self
         constant = torch.zeros(self.num_local, dtype=torch.bool, device=self.device)
@@ -189,7 +186,7 @@ class ChunkOps:
         impl = self._impl
         held = impl.with_constant_rows(constant, runs) if isinstance(impl, TorchBackend) else \
             _HeldConstant(impl, constant)
-        return ChunkOps(self.plan, held, self.device, self.dtype, constant, self.halo_blocks)
+        return ChunkOps(self.plan, held, self.device, self.dtype, constant)
 
     def _check_tensor(self, name: str, t: torch.Tensor, shape: tuple[int | None, ...],
                       dtype: torch.dtype | None = None) -> None:

@@ -117,7 +117,7 @@ class TorchBackend:
         self._ops: dict[str, CsrOperator] = {}
         self._edges: tuple[torch.Tensor, torch.Tensor] | None = None
         self._built: set[str] = set()
-        self._t_crow_at: dict[int, dict[int, int]] = {}
+        self._t_crow_at: dict[CsrStructure, dict[int, int]] = {}
         for reduce in reduces:
             self._build(reduce)
 
@@ -179,21 +179,21 @@ class TorchBackend:
         """These operators with the rows ``constant`` of ``x_local`` held constant
         (:class:`ConstantRows`). ``row_runs``: the same rows as ascending ranges of
         local ids that begin and end at the plan's halo-block bounds
-        (:meth:`~gnnpipe.partition.ChunkPlan.halo_blocks`), or None."""
+        (:attr:`~gnnpipe.partition.ChunkPlan.halo_blocks`), or None."""
         return ConstantRows(self, constant, row_runs)
 
     def _read_bounds(self, structure: CsrStructure) -> None:
         """Keep ``structure``'s transposed row pointers at the halo-block bounds on the
         host: read from the device here, where the structure is built, once."""
-        bounds = sorted({self.num_own} | {stop for _, _, stop in self.plan.halo_blocks()})
+        bounds = sorted({self.num_own} | {stop for _, _, stop in self.plan.halo_blocks})
         index = torch.tensor(bounds, dtype=torch.int64, device=structure.t_crow.device)
-        self._t_crow_at[id(structure)] = dict(zip(bounds, structure.t_crow[index].tolist()))
+        self._t_crow_at[structure] = dict(zip(bounds, structure.t_crow[index].tolist()))
 
     def entry_runs(self, structure: CsrStructure, row_runs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
         """The entries of ``structure``'s transpose outside the rows ``row_runs``, as
         runs (:func:`~gnnpipe.kernels.csr.kept_entry_runs`), from its row pointers at
         the halo-block bounds that its build kept on the host."""
-        return kept_entry_runs(self._t_crow_at[id(structure)], row_runs, structure.nnz)
+        return kept_entry_runs(self._t_crow_at[structure], row_runs, structure.nnz)
 
 
 class ConstantRows:

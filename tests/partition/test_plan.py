@@ -172,7 +172,7 @@ def test_halo_blocks_are_the_runs_of_each_source_chunk(make_graph, seed):
     plans = build_chunk_plans(reorder(g, part), part.offsets)
     some = 0
     for plan in plans:
-        blocks = plan.halo_blocks()
+        blocks = plan.halo_blocks
         assert [j for j, _, _ in blocks] == sorted(set(plan.halo_chunk.tolist()))
         assert [a for _, a, _ in blocks] == [plan.num_own] + [b for _, _, b in blocks[:-1]]
         assert (blocks[-1][2] if blocks else plan.num_own) == plan.num_local
@@ -189,4 +189,4 @@ def test_halo_blocks_refuse_a_halo_not_grouped_by_chunk(make_graph):
                 if len(set(p.halo_chunk.tolist())) > 1)
     scrambled = dataclasses.replace(plan, halo_chunk=plan.halo_chunk.flip(0))
     with pytest.raises(PartitionError, match=rf"chunk {plan.chunk_idx}: expected its halo grouped by source chunk"):
-        scrambled.halo_blocks()
+        scrambled.halo_blocks
